@@ -1,0 +1,80 @@
+"""The engine contract: what crosses between a session and any engine.
+
+A session feeds an `EngineSession` aligned chunks, typed text and interrupts,
+and reads its events in order; nothing else crosses. `feed`, `send_text` and
+`interrupt` never block: an engine with heavy work hands it to its own worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Literal, Protocol, Union
+
+import numpy as np
+
+from media.aligner import AlignedChunk
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptDelta:
+    role: Literal["user", "assistant"]
+    text: str
+    final: bool
+    # On the user's final transcript: the last voiced tick, so the session can
+    # tell how long end-of-turn detection waited.
+    speech_end_tick: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechFrame:
+    pcm: np.ndarray  # float32, 24 kHz mono; 1920 samples (80 ms) unless the first of a stream
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    result: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnd:
+    interrupted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Error:
+    code: str
+    message: str
+
+
+EngineEvent = Union[TranscriptDelta, TextDelta, SpeechFrame, ToolCall, TurnEnd, Error]
+
+
+class EngineSession(Protocol):
+    def feed(self, chunk: AlignedChunk) -> None: ...
+
+    def send_text(self, text: str) -> None: ...
+
+    def interrupt(self) -> None: ...
+
+    def events(self) -> AsyncIterator[EngineEvent]: ...
+
+    async def close(self) -> None: ...
+
+
+class Engine(Protocol):
+    name: str
+    # True when speech frames come at the pace of the input (echo stream):
+    # the output keeps only a short backlog and drops rather than lag.
+    live_output: bool
+
+    async def open_session(self, profile: str) -> EngineSession: ...
+
+    async def close(self) -> None: ...

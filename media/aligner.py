@@ -291,7 +291,7 @@ class FrameAligner:
     def push_video(self, frame: VideoInput) -> None:
         cfg = self.config
         self.stats.video_frames += 1
-        raw = float(frame.pts * Fraction(frame.time_base))
+        raw = frame.pts * frame.time_base.numerator / frame.time_base.denominator
         now = self.audio_time
         if self._v_offset is None or abs(raw + self._v_offset - now) > cfg.max_av_skew_s:
             if self._v_offset is not None:

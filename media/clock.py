@@ -69,6 +69,8 @@ def seconds_to_pts(seconds: Fraction | float, time_base: Fraction) -> int:
 
 def pts_to_sample(pts: int, time_base: Fraction, rate: int) -> int:
     """The sample index at `rate` that a pts in `time_base` stands for (rounded)."""
+    if time_base.numerator == 1 and time_base.denominator == rate:
+        return pts  # the usual case, without Fraction arithmetic on the hot path
     return round(pts * Fraction(time_base) * rate)
 
 

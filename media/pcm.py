@@ -33,6 +33,15 @@ def to_mono_float32(samples: np.ndarray, fmt: str, channels: int) -> np.ndarray:
     if base not in _SCALE:
         raise PcmError(f"unsupported sample format {fmt!r}")
     a = np.asarray(samples)
+    if base == "s16" and channels == 2 and not planar and a.ndim == 2 and a.shape[0] == 1:
+        # WebRTC's layout; twice as fast as the general mean() below.
+        flat = a[0]
+        if flat.size % 2:
+            raise PcmError(f"{flat.size} interleaved samples for 2 channels")
+        out = flat[0::2].astype(np.float32)
+        out += flat[1::2]
+        out *= np.float32(0.5 / 32768)
+        return out
     if a.ndim == 1:
         a = a.reshape(1, -1)
     if a.ndim != 2:

@@ -7,8 +7,9 @@ and reads its events in order; nothing else crosses. `feed`, `send_text` and
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Literal, Protocol, Union
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -54,7 +55,7 @@ class Error:
     message: str
 
 
-EngineEvent = Union[TranscriptDelta, TextDelta, SpeechFrame, ToolCall, TurnEnd, Error]
+EngineEvent = TranscriptDelta | TextDelta | SpeechFrame | ToolCall | TurnEnd | Error
 
 
 class EngineSession(Protocol):

@@ -54,3 +54,10 @@ def test_resampler_keeps_frequency_and_length(rate):
 def test_resampler_identity_is_exact():
     x = np.random.default_rng(0).standard_normal(999).astype(np.float32)
     assert StreamResampler(16_000, 16_000).process(x) is x
+
+
+def test_webrtc_fast_path_matches_general_downmix():
+    x = np.random.default_rng(3).integers(-32768, 32767, (1, 1920), dtype=np.int16)
+    fast = to_mono_float32(x, "s16", 2)
+    general = x.reshape(-1, 2).astype(np.float64).mean(axis=1) / 32768
+    np.testing.assert_allclose(fast, general, rtol=1e-6, atol=1e-7)

@@ -9,19 +9,29 @@ import numpy as np
 
 from media.aligner import AudioInput, VideoInput
 
+
+def _fraction(tb: object) -> Fraction | None:
+    """PyAV < 19 gives a Fraction, 19 its own rational type: take either."""
+    if tb is None or isinstance(tb, Fraction):
+        return tb
+    return Fraction(tb.numerator, tb.denominator)  # type: ignore[attr-defined]
+
+
 def audio_input(frame: av.AudioFrame) -> AudioInput:
     return AudioInput(
         samples=frame.to_ndarray(),
         sample_rate=frame.sample_rate,
         pts=frame.pts,
-        time_base=frame.time_base or Fraction(1, frame.sample_rate),
+        time_base=_fraction(frame.time_base) or Fraction(1, frame.sample_rate),
         format=frame.format.name,
         channels=len(frame.layout.channels),
     )
 
 
 def video_input(frame: av.VideoFrame) -> VideoInput:
-    return VideoInput(image=frame, pts=frame.pts or 0, time_base=frame.time_base or Fraction(1, 90_000))
+    return VideoInput(
+        image=frame, pts=frame.pts or 0, time_base=_fraction(frame.time_base) or Fraction(1, 90_000)
+    )
 
 
 def to_rgb(image: av.VideoFrame | np.ndarray) -> np.ndarray:

@@ -1,0 +1,101 @@
+"""`omni-agent`: the command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+
+from agent.config import PROFILES, Config, ConfigError, load_config
+from agent.engines import ENGINES
+
+
+def _serve_args(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="serve the page and the signalling WebSocket")
+    p.add_argument("--config", help="a YAML profile (configs/default.yaml when omitted)")
+    p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default 8080; 0 picks a free one)")
+    p.add_argument("--engine", choices=ENGINES, help="engine to run (default from the config)")
+    p.add_argument("--mode", help="engine mode (echo: stream | turn); --engine echo defaults to stream")
+    p.add_argument("--profile", choices=PROFILES)
+    p.add_argument("--ice-server", action="append", default=None, help="a STUN/TURN URL; repeatable")
+    p.add_argument(
+        "--host-address", action="append", default=None, help="offer only these host candidates; repeatable"
+    )
+    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+
+
+def build_config(args: argparse.Namespace) -> Config:
+    from agent.config import CONFIG_DIR
+
+    cfg = load_config(args.config or CONFIG_DIR / "default.yaml")
+    if args.host is not None:
+        cfg.server.host = args.host
+    if args.port is not None:
+        cfg.server.port = args.port
+    if args.engine is not None:
+        if args.engine != cfg.engine.name:
+            cfg.engine.mode = "stream" if args.engine == "echo" else cfg.engine.mode
+        cfg.engine.name = args.engine
+        if args.engine == "echo" and args.mode is None:
+            cfg.engine.mode = "stream"
+    if args.mode is not None:
+        cfg.engine.mode = args.mode
+    if args.profile is not None:
+        cfg.profile = args.profile
+    if args.ice_server is not None:
+        cfg.ice.servers = args.ice_server
+    if args.host_address is not None:
+        cfg.ice.host_addresses = args.host_address
+    if args.log_level is not None:
+        cfg.log_level = args.log_level
+    return cfg
+
+
+async def serve(cfg: Config) -> None:
+    from agent.server import AgentServer
+
+    server = AgentServer(cfg)
+    await server.start()
+    print(f"omni-agent: engine {cfg.engine.name} ({cfg.engine.mode}), profile {cfg.profile}", flush=True)
+    print(f"omni-agent: open {server.url} in a browser (Ctrl-C to stop)", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    print("omni-agent: stopping", flush=True)
+    await server.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="omni-agent", description="A real-time voice and video agent.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _serve_args(sub)
+    args = parser.parse_args(argv)
+    try:
+        cfg = build_config(args)
+    except ConfigError as exc:
+        print(f"omni-agent: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("aioice").setLevel(logging.WARNING)
+    logging.getLogger("aiortc").setLevel(logging.WARNING)
+    if args.command == "serve":
+        try:
+            asyncio.run(serve(cfg))
+        except OSError as exc:
+            print(f"omni-agent: cannot listen on {cfg.server.host}:{cfg.server.port}: {exc}", file=sys.stderr)
+            return 1
+        except ValueError as exc:
+            print(f"omni-agent: {exc}", file=sys.stderr)
+            return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,243 @@
+"""An aiortc client that speaks the wire protocol: for tests, benchmarks and bench.
+
+It sends audio from a numpy buffer (paced like a microphone), optionally a
+synthetic camera, records what comes back with arrival times, and collects
+the server's messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import av
+import numpy as np
+from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError
+from websockets.asyncio.client import ClientConnection, connect
+
+from agent.ice import rtc_configuration
+from media.tracks import tune_jitter_buffers
+
+RATE = 48_000
+FRAME = 960  # 20 ms
+
+
+class MicrophoneTrack(MediaStreamTrack):
+    """Plays queued float32 48 kHz mono audio in 20 ms frames, silence between.
+
+    `sent_at` maps the sample index of each `play()` start to the monotonic
+    time its first frame left `recv()`: the reference for round trips.
+    """
+
+    kind = "audio"
+
+    def __init__(self, channels: int = 2) -> None:
+        super().__init__()
+        self.channels = channels
+        self._queue: list[tuple[int, np.ndarray]] = []
+        self._buf = np.zeros(0, np.float32)
+        self._start: float | None = None
+        self._pts = 0
+        self._next_id = 0
+        self.sent_at: dict[int, float] = {}
+        self.last_voiced_at: dict[int, float] = {}
+        self._current: int | None = None
+
+    def play(self, pcm: np.ndarray) -> int:
+        """Queue audio; returns an id for `sent_at`."""
+        ident = self._next_id
+        self._next_id += 1
+        self._queue.append((ident, np.asarray(pcm, np.float32)))
+        return ident
+
+    @property
+    def idle(self) -> bool:
+        return not self._queue and self._buf.size == 0
+
+    async def recv(self) -> av.AudioFrame:
+        if self.readyState != "live":
+            raise MediaStreamError
+        now = time.monotonic()
+        if self._start is None:
+            self._start = now
+        due = self._start + self._pts / RATE
+        if due > now:
+            await asyncio.sleep(due - now)
+        if self._buf.size == 0 and self._queue:
+            self._current, self._buf = self._queue.pop(0)
+            self.sent_at[self._current] = time.monotonic()
+        chunk = self._buf[:FRAME]
+        self._buf = self._buf[FRAME:]
+        if self._current is not None and chunk.size and np.abs(chunk).max() > 0.01:
+            self.last_voiced_at[self._current] = time.monotonic()
+        pcm = np.zeros(FRAME, np.float32)
+        pcm[: chunk.size] = chunk
+        s16 = (np.clip(pcm, -1, 1) * 32767).astype(np.int16)
+        data = np.repeat(s16, self.channels).reshape(1, -1)
+        frame = av.AudioFrame.from_ndarray(
+            data, format="s16", layout="stereo" if self.channels == 2 else "mono"
+        )
+        frame.sample_rate = RATE
+        frame.pts = self._pts
+        frame.time_base = Fraction(1, RATE)
+        self._pts += FRAME
+        return frame
+
+
+class CameraTrack(MediaStreamTrack):
+    """A synthetic camera: a moving pattern, or a still image, at `fps`."""
+
+    kind = "video"
+
+    def __init__(self, fps: float = 10, size: tuple[int, int] = (640, 480), image: np.ndarray | None = None):
+        super().__init__()
+        self.fps = fps
+        self.size = size
+        self.image = image
+        self._n = 0
+        self._start: float | None = None
+
+    async def recv(self) -> av.VideoFrame:
+        if self.readyState != "live":
+            raise MediaStreamError
+        now = time.monotonic()
+        if self._start is None:
+            self._start = now
+        due = self._start + self._n / self.fps
+        if due > now:
+            await asyncio.sleep(due - now)
+        if self.image is not None:
+            img = self.image
+        else:
+            w, h = self.size
+            img = np.zeros((h, w, 3), np.uint8)
+            x = (self._n * 8) % w
+            img[:, x : x + 16] = (255, 200, 0)
+        frame = av.VideoFrame.from_ndarray(img, format="rgb24")
+        frame.pts = int(self._n * 90_000 / self.fps)
+        frame.time_base = Fraction(1, 90_000)
+        self._n += 1
+        return frame
+
+
+@dataclass
+class Received:
+    """Audio that came back: one entry per 20 ms frame as it arrived."""
+
+    times: list[float] = field(default_factory=list)
+    frames: list[np.ndarray] = field(default_factory=list)  # float32 mono
+    rate: int = RATE
+
+    def audio(self) -> np.ndarray:
+        return np.concatenate(self.frames) if self.frames else np.zeros(0, np.float32)
+
+    def first_loud_after(self, t0: float, threshold: float = 0.1) -> float | None:
+        """Arrival time of the first sample above `threshold` in frames that arrived after t0,
+        corrected for its position inside the frame."""
+        for t, f in zip(self.times, self.frames, strict=True):
+            if t < t0:
+                continue
+            idx = np.flatnonzero(np.abs(f) > threshold)
+            if idx.size:
+                return t - (f.size - idx[0]) / self.rate
+        return None
+
+
+class AgentClient:
+    def __init__(
+        self, url: str, profile: str = "default", video: CameraTrack | None = None, jitter_prefetch: int = 0
+    ) -> None:
+        self.url = url
+        self.jitter_prefetch = jitter_prefetch
+        self.profile = profile
+        self.mic = MicrophoneTrack()
+        self.camera = video
+        self.received = Received()
+        self.messages: list[dict[str, Any]] = []
+        self.pc: RTCPeerConnection | None = None
+        self.ws: ClientConnection | None = None
+        self.answer: dict[str, Any] = {}
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._new_message = asyncio.Event()
+
+    async def connect(self, timeout: float = 10.0) -> dict[str, Any]:
+        self.ws = await connect(self.url, max_size=1 << 20)
+        pc = RTCPeerConnection(rtc_configuration([]))
+        self.pc = pc
+        pc.addTrack(self.mic)
+        if self.camera is not None:
+            pc.addTrack(self.camera)
+        pc.on("track", self._on_track)
+        tune_jitter_buffers(pc, self.jitter_prefetch)
+        await pc.setLocalDescription(await pc.createOffer())  # gathers all candidates
+        await self.ws.send(
+            json.dumps({"type": "offer", "sdp": pc.localDescription.sdp, "profile": self.profile})
+        )
+        self._tasks.append(asyncio.create_task(self._read()))
+        self.answer = await self.wait_for(lambda m: m["type"] in ("answer", "error"), timeout)
+        if self.answer["type"] == "error":
+            raise RuntimeError(f"server refused: {self.answer}")
+        await pc.setRemoteDescription(RTCSessionDescription(self.answer["sdp"], "answer"))
+        return self.answer
+
+    def _on_track(self, track: MediaStreamTrack) -> None:
+        if track.kind == "audio":
+            self._tasks.append(asyncio.create_task(self._record(track)))
+
+    async def _record(self, track: MediaStreamTrack) -> None:
+        while True:
+            try:
+                frame = await track.recv()
+            except MediaStreamError:
+                return
+            data = frame.to_ndarray()
+            channels = len(frame.layout.channels)
+            mono = data.reshape(-1, channels)[:, 0].astype(np.float32) / 32768
+            self.received.times.append(time.monotonic())
+            self.received.frames.append(mono)
+            self.received.rate = frame.sample_rate
+
+    async def _read(self) -> None:
+        assert self.ws is not None
+        with contextlib.suppress(Exception):
+            async for raw in self.ws:
+                self.messages.append(json.loads(raw))
+                self._new_message.set()
+
+    async def send(self, msg: dict[str, Any]) -> None:
+        assert self.ws is not None
+        await self.ws.send(json.dumps(msg))
+
+    async def wait_for(self, pred: Any, timeout: float = 10.0, start: int = 0) -> dict[str, Any]:
+        """The first message from index `start` on that satisfies `pred`."""
+        deadline = time.monotonic() + timeout
+        seen = start
+        while True:
+            for m in self.messages[seen:]:
+                if pred(m):
+                    return m
+            seen = max(seen, len(self.messages))
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no matching message within {timeout} s; got {self.messages[-5:]}")
+            self._new_message.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._new_message.wait(), left)
+
+    async def close(self, bye: bool = True) -> None:
+        if self.ws is not None and bye:
+            with contextlib.suppress(Exception):
+                await self.send({"type": "bye"})
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.pc is not None:
+            await self.pc.close()
+        if self.ws is not None:
+            await self.ws.close()

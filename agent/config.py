@@ -1,0 +1,114 @@
+"""Configuration: a YAML profile file, overridden by the command line.
+
+Every limit has a safe default here so that a missing key never means
+"unbounded".
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+PROFILES = ("default", "in_car", "translate")
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    max_sessions: int = 8
+    max_message_bytes: int = 64 * 1024
+    max_sdp_bytes: int = 32 * 1024
+    max_m_lines: int = 4
+    web_dir: str = str(Path(__file__).resolve().parent.parent / "web")
+
+
+@dataclass
+class IceConfig:
+    # No STUN by default: a public server is often unreachable (and leaks the
+    # user's address to a third party). Add "stun:host:port" entries to use one.
+    servers: list[str] = field(default_factory=list)
+    # The addresses the server offers as host candidates. Empty means all of
+    # this machine's addresses plus 127.0.0.1 (aioice leaves loopback out).
+    host_addresses: list[str] = field(default_factory=list)
+
+
+@dataclass
+class MediaConfig:
+    video_fps: float = 2.0
+    # aiortc's audio jitter buffer holds 4 packets (80 ms) before releasing one.
+    # 0 releases each packet on arrival (the aligner reorders by pts); n > 0
+    # keeps aiortc's buffer with prefetch n (for lossy, jittery links).
+    jitter_prefetch: int = 0
+    queue_ticks: int = 50  # 4 s of audio between aligner and engine
+    output_backlog_ms: int = 400  # cap for generated speech queued in the framer
+    live_backlog_ms: int = 100  # live (echo stream) output: one frame + 20 ms, then drop rather than lag
+    output_lead_ms: int = 120  # generated speech is fed this far ahead of playback
+
+
+@dataclass
+class EngineConfig:
+    name: str = "echo"
+    mode: str = "turn"  # echo: stream | turn
+    end_silence_ms: int = 480
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Config:
+    profile: str = "default"
+    log_level: str = "info"
+    server: ServerConfig = field(default_factory=ServerConfig)
+    ice: IceConfig = field(default_factory=IceConfig)
+    media: MediaConfig = field(default_factory=MediaConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _merge(obj: Any, data: dict[str, Any], where: str) -> None:
+    known = {f.name: f for f in fields(obj)}
+    for key, value in data.items():
+        if key not in known:
+            raise ConfigError(f"{where}: unknown key {key!r} (known: {', '.join(known)})")
+        current = getattr(obj, key)
+        if is_dataclass(current):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where}.{key}: expected a mapping")
+            _merge(current, value, f"{where}.{key}")
+        else:
+            if (
+                current is not None
+                and not isinstance(value, type(current))
+                and not (isinstance(current, float) and isinstance(value, int))
+            ):
+                raise ConfigError(f"{where}.{key}: expected {type(current).__name__}, got {value!r}")
+            setattr(obj, key, value)
+
+
+def load_config(path: str | Path | None = None) -> Config:
+    cfg = Config()
+    if path is None:
+        return cfg
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file not found: {p}")
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{p}: not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: expected a mapping at the top level")
+    _merge(cfg, data, p.name)
+    if cfg.profile not in PROFILES:
+        raise ConfigError(f"{p.name}: profile must be one of {', '.join(PROFILES)}")
+    return cfg

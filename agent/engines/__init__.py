@@ -1,0 +1,16 @@
+"""Engines behind one interface (see base.py); `make_engine` picks one by name."""
+
+from __future__ import annotations
+
+from agent.config import EngineConfig
+from agent.engines.base import Engine
+
+ENGINES = ("echo",)
+
+
+def make_engine(cfg: EngineConfig) -> Engine:
+    if cfg.name == "echo":
+        from agent.engines.echo import EchoEngine
+
+        return EchoEngine(cfg.mode, end_silence_ms=cfg.end_silence_ms)
+    raise ValueError(f"unknown engine {cfg.name!r}; available: {', '.join(ENGINES)}")

@@ -1,0 +1,117 @@
+"""The echo engine: measures the transport and pipeline without a model.
+
+`stream`: every 80 ms chunk goes straight back as the next speech frame.
+`turn`: when an utterance ends (energy endpointing) it is spoken back, with
+transcript events; speaking over it, or `interrupt`, stops it at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import numpy as np
+
+from agent.engines.base import EngineEvent, SpeechFrame, TextDelta, TranscriptDelta, TurnEnd
+from agent.engines.outbox import Outbox
+from media.aligner import AlignedChunk
+from media.clock import INPUT_RATE, OUTPUT_RATE, OUTPUT_SAMPLES_PER_FRAME
+from media.endpoint import EndpointConfig, EndpointEvent, EnergyEndpointer
+from media.pcm import StreamResampler
+
+MODES = ("stream", "turn")
+
+
+class EchoEngine:
+    name = "echo"
+
+    def __init__(self, mode: str = "stream", end_silence_ms: int = 480, max_turn_ms: int = 15_000) -> None:
+        if mode not in MODES:
+            raise ValueError(f"echo mode must be one of {MODES}, got {mode!r}")
+        self.mode = mode
+        self.live_output = mode == "stream"
+        self.end_silence_ms = end_silence_ms
+        self.max_turn_ms = max_turn_ms
+
+    async def open_session(self, profile: str) -> EchoSession:
+        return EchoSession(self)
+
+    async def close(self) -> None:
+        return None
+
+
+class EchoSession:
+    def __init__(self, engine: EchoEngine) -> None:
+        self.mode = engine.mode
+        self.outbox = Outbox()
+        # "QQ" (cubic, no look-ahead) keeps the live echo's own delay near zero.
+        self._up = StreamResampler(INPUT_RATE, OUTPUT_RATE, quality="QQ")
+        self._endpointer = EnergyEndpointer(
+            EndpointConfig(end_silence_ms=engine.end_silence_ms, max_turn_ms=engine.max_turn_ms)
+        )
+        self._recording: list[np.ndarray] = []
+        self._pre_roll: list[np.ndarray] = []  # ticks just before the start was confirmed
+        self._frame_index = 0
+        self._replying = False
+
+    def feed(self, chunk: AlignedChunk) -> None:
+        if self.mode == "stream":
+            self._stream(chunk.audio)
+        else:
+            self._turn(chunk)
+
+    def _stream(self, audio: np.ndarray) -> None:
+        # Whatever the resampler gives is sent at once (1917 samples the first
+        # time, 1920 after): re-cutting to exactly 1920 would hold back a whole
+        # frame for want of 3 samples.
+        pcm = self._up.process(audio)
+        if pcm.size:
+            self.outbox.put(SpeechFrame(pcm, self._frame_index))
+            self._frame_index += 1
+
+    def _turn(self, chunk: AlignedChunk) -> None:
+        event = self._endpointer.update(chunk.tick, chunk.audio)
+        ep = self._endpointer
+        if event is EndpointEvent.START:
+            if self._replying and self.outbox.has_reply():
+                self.interrupt()  # barge-in: the user talks over the reply
+            self._recording = self._pre_roll + [chunk.audio]
+        elif ep.in_speech or event is EndpointEvent.END:
+            self._recording.append(chunk.audio)
+        self._pre_roll = (self._pre_roll + [chunk.audio])[-ep.config.start_ticks :]
+        if event is EndpointEvent.END:
+            assert ep.last_voiced_tick is not None
+            voiced_ticks = ep.last_voiced_tick - (ep.start_tick or 0) + 1
+            utterance = np.concatenate(self._recording[: voiced_ticks + 1])
+            self._recording = []
+            self._reply(utterance, ep.last_voiced_tick)
+
+    def _reply(self, utterance: np.ndarray, speech_end_tick: int) -> None:
+        seconds = utterance.size / INPUT_RATE
+        self.outbox.put(TranscriptDelta("user", f"({seconds:.1f} s of speech)", True, speech_end_tick))
+        text = f"You said {seconds:.1f} seconds of something; here it is."
+        self.outbox.put(TextDelta(text))
+        self.outbox.put(TranscriptDelta("assistant", text, True))
+        up = StreamResampler(INPUT_RATE, OUTPUT_RATE, quality="HQ")
+        pcm = np.concatenate((up.process(utterance), up.process(np.zeros(0, np.float32), last=True)))
+        for index, start in enumerate(range(0, pcm.size, OUTPUT_SAMPLES_PER_FRAME)):
+            self.outbox.put(SpeechFrame(pcm[start : start + OUTPUT_SAMPLES_PER_FRAME], index))
+        self.outbox.put(TurnEnd())
+        self._replying = True
+
+    def send_text(self, text: str) -> None:
+        # Echo has no voice for text: it answers in text only.
+        self.outbox.put(TranscriptDelta("user", text, True))
+        self.outbox.put(TextDelta(text))
+        self.outbox.put(TranscriptDelta("assistant", text, True))
+        self.outbox.put(TurnEnd())
+
+    def interrupt(self) -> None:
+        if self.outbox.cancel_reply():
+            self.outbox.put(TurnEnd(interrupted=True))
+        self._replying = False
+
+    def events(self) -> AsyncIterator[EngineEvent]:
+        return self.outbox.__aiter__()
+
+    async def close(self) -> None:
+        self.outbox.close()

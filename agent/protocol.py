@@ -1,0 +1,94 @@
+"""The signalling wire protocol (DESIGN.md): parsing and checking client messages.
+
+Sans-I/O. Every way a message can be wrong maps to one error code; the
+server sends it back as `{"type": "error", ...}`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from agent.config import PROFILES
+
+CLIENT_TYPES = ("offer", "text", "interrupt", "bye", "client_metrics")
+MAX_TEXT_CHARS = 2000
+
+
+class ProtocolError(Exception):
+    def __init__(self, code: str, message: str, fatal: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.fatal = fatal  # the session cannot go on after this one
+
+    def to_message(self) -> dict[str, str]:
+        return {"type": "error", "code": self.code, "message": self.message}
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_message_bytes: int = 64 * 1024
+    max_sdp_bytes: int = 32 * 1024
+    max_m_lines: int = 4
+
+
+def parse_message(raw: str | bytes, limits: Limits) -> dict[str, Any]:
+    if isinstance(raw, bytes):
+        raise ProtocolError(
+            "bad_request", "binary messages are not part of the protocol; send JSON text", True
+        )
+    if len(raw.encode("utf-8", "surrogatepass")) > limits.max_message_bytes:
+        raise ProtocolError(
+            "too_large", f"message of {len(raw)} characters exceeds {limits.max_message_bytes} bytes", True
+        )
+    try:
+        msg = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ProtocolError("bad_request", f"malformed JSON: {exc.msg} at position {exc.pos}") from None
+    if not isinstance(msg, dict):
+        raise ProtocolError("bad_request", "a message must be a JSON object")
+    kind = msg.get("type")
+    if kind not in CLIENT_TYPES:
+        raise ProtocolError(
+            "bad_request", f"unknown message type {kind!r}; expected one of {', '.join(CLIENT_TYPES)}"
+        )
+    if kind == "offer":
+        check_offer(msg, limits)
+    elif kind == "text":
+        text = msg.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise ProtocolError("bad_request", "'text' needs a non-empty string field 'text'")
+        if len(text) > MAX_TEXT_CHARS:
+            raise ProtocolError("too_large", f"text longer than {MAX_TEXT_CHARS} characters")
+    return msg
+
+
+def check_offer(msg: dict[str, Any], limits: Limits) -> None:
+    sdp = msg.get("sdp")
+    if not isinstance(sdp, str):
+        raise ProtocolError("bad_sdp", "an offer needs a string field 'sdp'", True)
+    if len(sdp) > limits.max_sdp_bytes:
+        raise ProtocolError("too_large", f"SDP over {limits.max_sdp_bytes} bytes", True)
+    profile = msg.get("profile", "default")
+    if profile not in PROFILES:
+        raise ProtocolError(
+            "bad_request", f"unknown profile {profile!r}; expected one of {', '.join(PROFILES)}", True
+        )
+    lines = [ln.strip() for ln in sdp.splitlines() if ln.strip()]
+    if not lines or lines[0] != "v=0" or not any(ln.startswith("o=") for ln in lines):
+        raise ProtocolError(
+            "bad_sdp", "the offer is not SDP (it must start with 'v=0' and have an 'o=' line)", True
+        )
+    media = [ln for ln in lines if ln.startswith("m=")]
+    if len(media) > limits.max_m_lines:
+        raise ProtocolError("bad_sdp", f"{len(media)} media sections; at most {limits.max_m_lines}", True)
+    if not any(ln.startswith("m=audio ") for ln in media):
+        raise ProtocolError("bad_sdp", "the offer has no audio section: a microphone track is required", True)
+    if not any(ln.startswith("a=candidate:") for ln in lines):
+        raise ProtocolError(
+            "bad_sdp",
+            "the offer carries no ICE candidates; gather them all before sending (no trickle)",
+            True,
+        )

@@ -1,0 +1,254 @@
+"""The server: static page, `/healthz`, and the signalling WebSocket at `/ws`.
+
+One asyncio process built on `websockets`. Each WebSocket is one session;
+whatever goes wrong in it (bad messages, bad SDP, a failing engine) is
+answered with an `error` message and ends that session only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import mimetypes
+import secrets
+import time
+from http import HTTPStatus
+from pathlib import Path
+from typing import Any
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.datastructures import Headers
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from agent import __version__
+from agent.config import Config
+from agent.engines import make_engine
+from agent.engines.base import Engine
+from agent.ice import set_host_addresses
+from agent.peer import PeerSession
+from agent.protocol import Limits, ProtocolError, parse_message
+
+log = logging.getLogger(__name__)
+
+# The transport's own cap, above our per-message limit so that an oversized
+# message still gets a `too_large` answer instead of a bare close.
+TRANSPORT_MAX_BYTES = 1 << 20
+SEND_QUEUE = 256
+
+
+class AgentServer:
+    def __init__(self, config: Config, engine: Engine | None = None) -> None:
+        self.config = config
+        self.engine = engine or make_engine(config.engine)
+        self.limits = Limits(
+            config.server.max_message_bytes, config.server.max_sdp_bytes, config.server.max_m_lines
+        )
+        self.sessions: dict[str, Connection] = {}
+        self.sessions_total = 0
+        self.started = time.monotonic()
+        self.web_dir = Path(config.server.web_dir).resolve()
+        self._server: Server | None = None
+        set_host_addresses(config.ice.host_addresses)
+
+    async def start(self) -> None:
+        self._server = await serve(
+            self._handle,
+            self.config.server.host,
+            self.config.server.port,
+            process_request=self._http,
+            max_size=TRANSPORT_MAX_BYTES,
+            max_queue=16,
+        )
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return self._server.sockets[0].getsockname()[1]
+
+    @property
+    def url(self) -> str:
+        host = self.config.server.host
+        shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
+        return f"http://{shown}:{self.port}/"
+
+    async def close(self) -> None:
+        for conn in list(self.sessions.values()):
+            await conn.close("server shutting down")
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+        await self.engine.close()
+
+    # ---- HTTP ----
+
+    def _http(self, connection: ServerConnection, request: Request) -> Response | None:
+        path = request.path.split("?", 1)[0]
+        if path == "/ws":
+            return None  # the WebSocket handshake goes on
+        if path == "/healthz":
+            body = {
+                "status": "ok",
+                "version": __version__,
+                "engine": self.engine.name,
+                "sessions": len(self.sessions),
+                "sessions_total": self.sessions_total,
+                "uptime_s": round(time.monotonic() - self.started, 1),
+            }
+            return _response(connection, HTTPStatus.OK, json.dumps(body).encode(), "application/json")
+        name = "index.html" if path in ("/", "") else path.lstrip("/")
+        target = (self.web_dir / name).resolve()
+        if self.web_dir not in target.parents or not target.is_file():
+            return _response(connection, HTTPStatus.NOT_FOUND, b"not found\n", "text/plain")
+        ctype = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+        return _response(connection, HTTPStatus.OK, target.read_bytes(), ctype)
+
+    # ---- WebSocket ----
+
+    async def _handle(self, ws: ServerConnection) -> None:
+        conn = Connection(self, ws)
+        try:
+            await conn.run()
+        finally:
+            await conn.close(conn.peer.end_reason if conn.peer else "socket closed")
+
+
+def _response(connection: ServerConnection, status: HTTPStatus, body: bytes, ctype: str) -> Response:
+    resp = connection.respond(status, "")
+    headers = Headers(resp.headers)
+    headers["Content-Type"] = ctype + (
+        "; charset=utf-8" if ctype.startswith("text/") or "javascript" in ctype else ""
+    )
+    headers["Content-Length"] = str(len(body))
+    headers["Cache-Control"] = "no-cache"
+    return Response(resp.status_code, resp.reason_phrase, headers, body)
+
+
+class Connection:
+    """One signalling session: the WebSocket, and the peer once there is an offer."""
+
+    def __init__(self, server: AgentServer, ws: ServerConnection) -> None:
+        self.server = server
+        self.ws = ws
+        self.id = secrets.token_hex(6)
+        self.peer: PeerSession | None = None
+        self._out: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(SEND_QUEUE)
+        self.dropped_messages = 0
+        self._has_peer = asyncio.Event()
+        self._closed = False
+
+    def send(self, msg: dict[str, Any]) -> None:
+        if self._closed:
+            return
+        try:
+            self._out.put_nowait(msg)
+        except asyncio.QueueFull:
+            self.dropped_messages += 1
+
+    async def _writer(self) -> None:
+        while (msg := await self._out.get()) is not None:
+            await self.ws.send(json.dumps(msg))
+
+    async def run(self) -> None:
+        writer = asyncio.create_task(self._writer(), name=f"{self.id}:writer")
+        reader = asyncio.create_task(self._reader(), name=f"{self.id}:reader")
+        ended = asyncio.create_task(self._peer_ended(), name=f"{self.id}:ended")
+        try:
+            await asyncio.wait({reader, ended, writer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in (reader, ended):
+                t.cancel()
+            # flush what is queued (an error, the last state) before closing
+            with contextlib.suppress(asyncio.QueueFull):
+                self._out.put_nowait(None)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer, 1.0)
+            writer.cancel()
+            await asyncio.gather(reader, ended, writer, return_exceptions=True)
+
+    async def _peer_ended(self) -> None:
+        await self._has_peer.wait()
+        assert self.peer is not None
+        await self.peer.ended.wait()
+        log.info("session %s ended: %s", self.id, self.peer.end_reason)
+
+    async def _reader(self) -> None:
+        try:
+            async for raw in self.ws:
+                try:
+                    msg = parse_message(raw, self.server.limits)
+                    if await self._dispatch(msg):
+                        return
+                except ProtocolError as err:
+                    log.info("session %s: %s: %s", self.id, err.code, err.message)
+                    self.send(err.to_message())
+                    if err.fatal:
+                        return
+        except ConnectionClosed:
+            return
+
+    async def _dispatch(self, msg: dict[str, Any]) -> bool:
+        """Handle one message; True ends the session."""
+        kind = msg["type"]
+        if kind == "bye":
+            return True
+        if kind == "offer":
+            await self._offer(msg)
+            return False
+        if self.peer is None or self.peer.session is None:
+            raise ProtocolError("bad_request", f"{kind!r} before an offer: send the offer first")
+        if kind == "text":
+            self.peer.session.send_text(msg["text"])
+        elif kind == "interrupt":
+            self.peer.session.interrupt()
+        return False
+
+    async def _offer(self, msg: dict[str, Any]) -> None:
+        if self.peer is not None:
+            raise ProtocolError(
+                "bad_request", "this session already has a peer; open a new WebSocket to renegotiate"
+            )
+        limit = self.server.config.server.max_sessions
+        if len(self.server.sessions) >= limit:
+            raise ProtocolError(
+                "busy", f"the server is at its limit of {limit} sessions; try again later", True
+            )
+        cfg = self.server.config
+        if msg.get("profile", cfg.profile) != cfg.profile:
+            cfg = _with_profile(cfg, msg["profile"])
+        self.server.sessions[self.id] = self
+        self.server.sessions_total += 1
+        self.peer = PeerSession(cfg, self.server.engine, self.send, self.id)
+        self._has_peer.set()
+        answer = await self.peer.answer(msg["sdp"])
+        self.send(
+            {
+                "type": "answer",
+                "sdp": answer,
+                "session": self.id,
+                "engine": self.server.engine.name,
+                "profile": cfg.profile,
+            }
+        )
+        self.send({"type": "state", "state": "listening"})
+        log.info("session %s started (engine %s, profile %s)", self.id, self.server.engine.name, cfg.profile)
+
+    async def close(self, reason: str) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.server.sessions.pop(self.id, None)
+        if self.peer is not None:
+            await self.peer.close()
+        with contextlib.suppress(Exception):
+            await self.ws.close(1000, reason[:100])
+
+
+def _with_profile(cfg: Config, profile: str) -> Config:
+    import copy
+
+    clone = copy.copy(cfg)
+    clone.profile = profile
+    return clone

@@ -1,0 +1,130 @@
+"""ThinkerTalkerSession: one conversation between the media path and an engine.
+
+The asyncio adapter around the sans-I/O parts: chunks from the aligner wait
+in a bounded `ChunkQueue` and are fed to the engine; the engine's events are
+read in order: speech goes to the output framer (generated speech only a
+little ahead of playback, so a barge-in has little to throw away), the rest
+becomes wire messages through `send`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from agent.config import MediaConfig
+from agent.engines.base import (
+    EngineSession,
+    Error,
+    SpeechFrame,
+    TextDelta,
+    ToolCall,
+    TranscriptDelta,
+    TurnEnd,
+)
+from agent.turns import TurnTracker
+from media.aligner import AlignedChunk
+from media.chunk_queue import ChunkQueue
+from media.framer import OutputFramer
+
+log = logging.getLogger(__name__)
+Send = Callable[[dict[str, Any]], None]
+
+
+class ThinkerTalkerSession:
+    def __init__(
+        self,
+        engine: EngineSession,
+        send: Send,
+        live_output: bool,
+        media: MediaConfig | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        cfg = media or MediaConfig()
+        self.engine = engine
+        self.send = send
+        self.live_output = live_output
+        self.clock = clock
+        self.queue = ChunkQueue(capacity=cfg.queue_ticks)
+        self.framer = OutputFramer(
+            max_backlog_ms=cfg.live_backlog_ms if live_output else cfg.output_backlog_ms
+        )
+        self.lead_ms = cfg.output_lead_ms
+        self.turns = TurnTracker()
+        self.tick = -1  # the last tick fed to the engine
+        self._wake = asyncio.Event()
+        self._assistant_text = ""
+
+    # ---- from the transport and the page ----
+
+    def push_chunk(self, chunk: AlignedChunk) -> None:
+        self.queue.push(chunk)
+        self._wake.set()
+
+    def send_text(self, text: str) -> None:
+        self.engine.send_text(text)
+
+    def interrupt(self) -> None:
+        """The page asked to stop: silence within one 20 ms packet."""
+        self.engine.interrupt()
+        self.framer.flush()
+
+    # ---- loops ----
+
+    async def run(self) -> None:
+        await asyncio.gather(self._feed_loop(), self._event_loop())
+
+    async def _feed_loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while (chunk := self.queue.pop()) is not None:
+                self.tick = chunk.tick
+                self.engine.feed(chunk)
+
+    async def _event_loop(self) -> None:
+        async for ev in self.engine.events():
+            now = self.clock()
+            if isinstance(ev, SpeechFrame):
+                if not self.live_output:
+                    ahead = self.framer.backlog_ms - self.lead_ms
+                    if ahead > 0:
+                        await asyncio.sleep(ahead / 1000)
+                self.framer.push(ev.pcm)
+                self._emit(self.turns.speech(self.clock()))
+            elif isinstance(ev, TranscriptDelta):
+                if ev.role == "user":
+                    if ev.final:
+                        self._emit(self.turns.user_final(now, ev.text, self.tick, ev.speech_end_tick))
+                    else:
+                        self._emit(self.turns.user_partial(ev.text))
+                else:
+                    self._emit(self.turns.assistant_text(now, ev.text, ev.final))
+                    if ev.final:
+                        self._assistant_text = ""
+            elif isinstance(ev, TextDelta):
+                self._assistant_text += ev.text
+                self._emit(self.turns.assistant_text(now, self._assistant_text, False))
+            elif isinstance(ev, TurnEnd):
+                if ev.interrupted:
+                    self.framer.flush()
+                else:
+                    self.framer.end_of_speech()
+                    if self.framer.backlog_ms > 0:  # let the reply finish playing
+                        await asyncio.sleep(self.framer.backlog_ms / 1000)
+                self._assistant_text = ""
+                self._emit(self.turns.turn_end(ev.interrupted))
+            elif isinstance(ev, ToolCall):
+                self._emit(
+                    [{"type": "tool", "name": ev.name, "arguments": ev.arguments, "result": ev.result}]
+                )
+            elif isinstance(ev, Error):
+                log.warning("engine error %s: %s", ev.code, ev.message)
+                self._emit([{"type": "error", "code": "engine", "message": f"{ev.code}: {ev.message}"}])
+
+    def _emit(self, messages: list[dict[str, Any]]) -> None:
+        for m in messages:
+            self.send(m)

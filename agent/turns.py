@@ -1,0 +1,87 @@
+"""Turn state and per-turn latency figures, as wire messages.
+
+Sans-I/O: the session reports what happened and when (from an injected
+clock); this returns the messages to send. States: listening -> thinking
+(the user's turn ended) -> speaking (the first speech frame is out) ->
+listening (the reply ended or was interrupted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from media.clock import TICK_MS
+
+Message = dict[str, Any]
+
+
+@dataclass
+class TurnFigures:
+    turn: int
+    endpoint_ms: float | None = None
+    first_text_ms: float | None = None
+    first_audio_ms: float | None = None
+    interrupted: bool = False
+
+
+@dataclass
+class TurnTracker:
+    state: str = "listening"
+    turn: int = 0
+    history: list[TurnFigures] = field(default_factory=list)
+    _start: float | None = None
+    _current: TurnFigures | None = None
+
+    def _set(self, state: str) -> list[Message]:
+        if state == self.state:
+            return []
+        self.state = state
+        return [{"type": "state", "state": state}]
+
+    def user_final(self, now: float, text: str, tick_now: int, speech_end_tick: int | None) -> list[Message]:
+        self.turn += 1
+        self._start = now
+        endpoint = None if speech_end_tick is None else max(0, tick_now - speech_end_tick) * TICK_MS
+        self._current = TurnFigures(self.turn, endpoint_ms=endpoint)
+        msgs = [{"type": "transcript", "role": "user", "text": text, "final": True, "turn": self.turn}]
+        return msgs + self._set("thinking")
+
+    def user_partial(self, text: str) -> list[Message]:
+        return [{"type": "transcript", "role": "user", "text": text, "final": False, "turn": self.turn + 1}]
+
+    def assistant_text(self, now: float, text: str, final: bool) -> list[Message]:
+        cur = self._current
+        if cur is not None and cur.first_text_ms is None and self._start is not None:
+            cur.first_text_ms = (now - self._start) * 1000
+        return [{"type": "transcript", "role": "assistant", "text": text, "final": final, "turn": self.turn}]
+
+    def speech(self, now: float) -> list[Message]:
+        cur = self._current
+        if cur is not None and cur.first_audio_ms is None and self._start is not None:
+            cur.first_audio_ms = (now - self._start) * 1000
+        return self._set("speaking")
+
+    def turn_end(self, interrupted: bool) -> list[Message]:
+        msgs: list[Message] = []
+        cur = self._current
+        if cur is not None:
+            cur.interrupted = interrupted
+            self.history = (self.history + [cur])[-50:]
+            msgs.append(
+                {
+                    "type": "metrics",
+                    "turn": cur.turn,
+                    "endpoint_ms": cur.endpoint_ms,
+                    "first_text_ms": _round(cur.first_text_ms),
+                    "first_audio_ms": _round(cur.first_audio_ms),
+                    "interrupted": interrupted,
+                }
+            )
+            self._current = None
+            self._start = None
+        return msgs + self._set("listening")
+
+
+def _round(v: float | None) -> float | None:
+    return None if v is None else round(v, 1)

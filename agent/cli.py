@@ -22,9 +22,7 @@ def _serve_args(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", help="engine mode (echo: stream | turn); --engine echo defaults to stream")
     p.add_argument("--profile", choices=PROFILES)
     p.add_argument("--ice-server", action="append", default=None, help="a STUN/TURN URL; repeatable")
-    p.add_argument(
-        "--host-address", action="append", default=None, help="offer only these host candidates; repeatable"
-    )
+    p.add_argument("--host-address", action="append", default=None, help="offer only these host candidates; repeatable")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
 
 

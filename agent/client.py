@@ -80,9 +80,7 @@ class MicrophoneTrack(MediaStreamTrack):
         pcm[: chunk.size] = chunk
         s16 = (np.clip(pcm, -1, 1) * 32767).astype(np.int16)
         data = np.repeat(s16, self.channels).reshape(1, -1)
-        frame = av.AudioFrame.from_ndarray(
-            data, format="s16", layout="stereo" if self.channels == 2 else "mono"
-        )
+        frame = av.AudioFrame.from_ndarray(data, format="s16", layout="stereo" if self.channels == 2 else "mono")
         frame.sample_rate = RATE
         frame.pts = self._pts
         frame.time_base = Fraction(1, RATE)
@@ -176,9 +174,7 @@ class AgentClient:
         pc.on("track", self._on_track)
         tune_jitter_buffers(pc, self.jitter_prefetch)
         await pc.setLocalDescription(await pc.createOffer())  # gathers all candidates
-        await self.ws.send(
-            json.dumps({"type": "offer", "sdp": pc.localDescription.sdp, "profile": self.profile})
-        )
+        await self.ws.send(json.dumps({"type": "offer", "sdp": pc.localDescription.sdp, "profile": self.profile}))
         self._tasks.append(asyncio.create_task(self._read()))
         self.answer = await self.wait_for(lambda m: m["type"] in ("answer", "error"), timeout)
         if self.answer["type"] == "error":

@@ -52,17 +52,13 @@ class PeerSession:
         try:
             await pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type="offer"))
         except Exception as exc:  # aiortc raises ValueError, KeyError, ... on odd SDP
-            raise ProtocolError(
-                "bad_sdp", f"the offer could not be used: {exc or type(exc).__name__}", True
-            ) from None
+            raise ProtocolError("bad_sdp", f"the offer could not be used: {exc or type(exc).__name__}", True) from None
         audio = [t for t in pc.getTransceivers() if t.kind == "audio"]
         if not audio:
             raise ProtocolError("bad_sdp", "the offer has no usable audio section", True)
         tune_jitter_buffers(pc, self.config.media.jitter_prefetch)
         self.engine_session = await self.engine.open_session(self.config.profile)
-        self.session = ThinkerTalkerSession(
-            self.engine_session, self.send, self.engine.live_output, self.config.media
-        )
+        self.session = ThinkerTalkerSession(self.engine_session, self.send, self.engine.live_output, self.config.media)
         self.outbound = OutboundAudioTrack(self.session.framer)
         pc.addTrack(self.outbound)  # joins the offered audio transceiver: sendrecv
         self._spawn(self.session.run(), "session")

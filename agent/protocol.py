@@ -36,9 +36,7 @@ class Limits:
 
 def parse_message(raw: str | bytes, limits: Limits) -> dict[str, Any]:
     if isinstance(raw, bytes):
-        raise ProtocolError(
-            "bad_request", "binary messages are not part of the protocol; send JSON text", True
-        )
+        raise ProtocolError("bad_request", "binary messages are not part of the protocol; send JSON text", True)
     if len(raw.encode("utf-8", "surrogatepass")) > limits.max_message_bytes:
         raise ProtocolError(
             "too_large", f"message of {len(raw)} characters exceeds {limits.max_message_bytes} bytes", True
@@ -51,9 +49,7 @@ def parse_message(raw: str | bytes, limits: Limits) -> dict[str, Any]:
         raise ProtocolError("bad_request", "a message must be a JSON object")
     kind = msg.get("type")
     if kind not in CLIENT_TYPES:
-        raise ProtocolError(
-            "bad_request", f"unknown message type {kind!r}; expected one of {', '.join(CLIENT_TYPES)}"
-        )
+        raise ProtocolError("bad_request", f"unknown message type {kind!r}; expected one of {', '.join(CLIENT_TYPES)}")
     if kind == "offer":
         check_offer(msg, limits)
     elif kind == "text":
@@ -73,14 +69,10 @@ def check_offer(msg: dict[str, Any], limits: Limits) -> None:
         raise ProtocolError("too_large", f"SDP over {limits.max_sdp_bytes} bytes", True)
     profile = msg.get("profile", "default")
     if profile not in PROFILES:
-        raise ProtocolError(
-            "bad_request", f"unknown profile {profile!r}; expected one of {', '.join(PROFILES)}", True
-        )
+        raise ProtocolError("bad_request", f"unknown profile {profile!r}; expected one of {', '.join(PROFILES)}", True)
     lines = [ln.strip() for ln in sdp.splitlines() if ln.strip()]
     if not lines or lines[0] != "v=0" or not any(ln.startswith("o=") for ln in lines):
-        raise ProtocolError(
-            "bad_sdp", "the offer is not SDP (it must start with 'v=0' and have an 'o=' line)", True
-        )
+        raise ProtocolError("bad_sdp", "the offer is not SDP (it must start with 'v=0' and have an 'o=' line)", True)
     media = [ln for ln in lines if ln.startswith("m=")]
     if len(media) > limits.max_m_lines:
         raise ProtocolError("bad_sdp", f"{len(media)} media sections; at most {limits.max_m_lines}", True)

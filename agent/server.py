@@ -43,9 +43,7 @@ class AgentServer:
     def __init__(self, config: Config, engine: Engine | None = None) -> None:
         self.config = config
         self.engine = engine or make_engine(config.engine)
-        self.limits = Limits(
-            config.server.max_message_bytes, config.server.max_sdp_bytes, config.server.max_m_lines
-        )
+        self.limits = Limits(config.server.max_message_bytes, config.server.max_sdp_bytes, config.server.max_m_lines)
         self.sessions: dict[str, Connection] = {}
         self.sessions_total = 0
         self.started = time.monotonic()
@@ -118,9 +116,7 @@ class AgentServer:
 def _response(connection: ServerConnection, status: HTTPStatus, body: bytes, ctype: str) -> Response:
     resp = connection.respond(status, "")
     headers = Headers(resp.headers)
-    headers["Content-Type"] = ctype + (
-        "; charset=utf-8" if ctype.startswith("text/") or "javascript" in ctype else ""
-    )
+    headers["Content-Type"] = ctype + ("; charset=utf-8" if ctype.startswith("text/") or "javascript" in ctype else "")
     headers["Content-Length"] = str(len(body))
     headers["Cache-Control"] = "no-cache"
     return Response(resp.status_code, resp.reason_phrase, headers, body)
@@ -207,14 +203,10 @@ class Connection:
 
     async def _offer(self, msg: dict[str, Any]) -> None:
         if self.peer is not None:
-            raise ProtocolError(
-                "bad_request", "this session already has a peer; open a new WebSocket to renegotiate"
-            )
+            raise ProtocolError("bad_request", "this session already has a peer; open a new WebSocket to renegotiate")
         limit = self.server.config.server.max_sessions
         if len(self.server.sessions) >= limit:
-            raise ProtocolError(
-                "busy", f"the server is at its limit of {limit} sessions; try again later", True
-            )
+            raise ProtocolError("busy", f"the server is at its limit of {limit} sessions; try again later", True)
         cfg = self.server.config
         if msg.get("profile", cfg.profile) != cfg.profile:
             cfg = _with_profile(cfg, msg["profile"])

@@ -49,9 +49,7 @@ class ThinkerTalkerSession:
         self.live_output = live_output
         self.clock = clock
         self.queue = ChunkQueue(capacity=cfg.queue_ticks)
-        self.framer = OutputFramer(
-            max_backlog_ms=cfg.live_backlog_ms if live_output else cfg.output_backlog_ms
-        )
+        self.framer = OutputFramer(max_backlog_ms=cfg.live_backlog_ms if live_output else cfg.output_backlog_ms)
         self.lead_ms = cfg.output_lead_ms
         self.turns = TurnTracker()
         self.tick = -1  # the last tick fed to the engine
@@ -118,9 +116,7 @@ class ThinkerTalkerSession:
                 self._assistant_text = ""
                 self._emit(self.turns.turn_end(ev.interrupted))
             elif isinstance(ev, ToolCall):
-                self._emit(
-                    [{"type": "tool", "name": ev.name, "arguments": ev.arguments, "result": ev.result}]
-                )
+                self._emit([{"type": "tool", "name": ev.name, "arguments": ev.arguments, "result": ev.result}])
             elif isinstance(ev, Error):
                 log.warning("engine error %s: %s", ev.code, ev.message)
                 self._emit([{"type": "error", "code": "engine", "message": f"{ev.code}: {ev.message}"}])

@@ -177,9 +177,7 @@ class FrameAligner:
         chunks: list[AlignedChunk] = []
         if rate != self._rate:
             self._change_rate(rate, chunks)
-        idx = (
-            self._next - self._shift if frame.pts is None else pts_to_sample(frame.pts, frame.time_base, rate)
-        )
+        idx = self._next - self._shift if frame.pts is None else pts_to_sample(frame.pts, frame.time_base, rate)
         if not self._anchored:
             self._anchored = True
             self._shift = self._next - idx
@@ -230,9 +228,7 @@ class FrameAligner:
         if end - self._next > window or len(self._pending) > self.config.max_pending_audio:
             self._drain_pending(chunks, force=True, first_only=True)
 
-    def _drain_pending(
-        self, chunks: list[AlignedChunk], force: bool = False, first_only: bool = False
-    ) -> None:
+    def _drain_pending(self, chunks: list[AlignedChunk], force: bool = False, first_only: bool = False) -> None:
         while self._pending:
             pos, mono = self._pending[0]
             if pos > self._next:

@@ -29,9 +29,7 @@ def audio_input(frame: av.AudioFrame) -> AudioInput:
 
 
 def video_input(frame: av.VideoFrame) -> VideoInput:
-    return VideoInput(
-        image=frame, pts=frame.pts or 0, time_base=_fraction(frame.time_base) or Fraction(1, 90_000)
-    )
+    return VideoInput(image=frame, pts=frame.pts or 0, time_base=_fraction(frame.time_base) or Fraction(1, 90_000))
 
 
 def to_rgb(image: av.VideoFrame | np.ndarray) -> np.ndarray:

@@ -32,9 +32,7 @@ class OutboundAudioTrack(MediaStreamTrack):
 
     kind = "audio"
 
-    def __init__(
-        self, framer: OutputFramer, clock: Callable[[], float] = time.monotonic, max_lag: float = 0.1
-    ):
+    def __init__(self, framer: OutputFramer, clock: Callable[[], float] = time.monotonic, max_lag: float = 0.1):
         super().__init__()
         self.framer = framer
         self._clock = clock

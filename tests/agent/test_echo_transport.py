@@ -47,9 +47,9 @@ async def test_speech_comes_back_correlated():
         rng = np.random.default_rng(7)
         t = np.arange(RATE) / RATE
         # a "voice": a chirp with an envelope, so the correlation has one clear peak
-        sent = (
-            0.4 * np.sin(2 * np.pi * (200 + 600 * t) * t) * (0.5 + 0.5 * np.sin(2 * np.pi * 3 * t))
-        ).astype(np.float32)
+        sent = (0.4 * np.sin(2 * np.pi * (200 + 600 * t) * t) * (0.5 + 0.5 * np.sin(2 * np.pi * 3 * t))).astype(
+            np.float32
+        )
         sent += 0.01 * rng.standard_normal(sent.size).astype(np.float32)
         start_index = len(client.received.frames)
         client.mic.play(sent)

@@ -179,9 +179,7 @@ def run_av(aligner, seconds, video_times, lead=0.0, rate=16_000):
     """Push 20 ms audio frames and video frames in arrival order; video arrives `lead` s early."""
     events = [(t - lead, 1, frame_at(t)) for t in video_times]
     step = rate // 50
-    events += [
-        (i / rate, 0, mono16(np.zeros(step, np.float32), i)) for i in range(0, int(seconds * rate), step)
-    ]
+    events += [(i / rate, 0, mono16(np.zeros(step, np.float32), i)) for i in range(0, int(seconds * rate), step)]
     events.sort(key=lambda e: (e[0], e[1]))
     chunks = []
     for _, kind, item in events:
@@ -238,9 +236,7 @@ def test_video_clock_drift_and_reset_resync():
     a = FrameAligner()
     # the camera clock runs 5 % fast: after ~20 s it is a second ahead
     times = [i / 10 for i in range(300)]
-    events = [
-        (t, 1, VideoInput(np.zeros((2, 2, 3), np.uint8), round(t * 1.05 * 90_000), TB90K)) for t in times
-    ]
+    events = [(t, 1, VideoInput(np.zeros((2, 2, 3), np.uint8), round(t * 1.05 * 90_000), TB90K)) for t in times]
     events += [(i / 50, 0, mono16(np.zeros(320, np.float32), i * 320)) for i in range(1500)]
     events.sort(key=lambda e: (e[0], e[1]))
     chunks = []

@@ -42,8 +42,7 @@ def test_resampler_keeps_frequency_and_length(rate):
     x = (0.5 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
     step = rate // 50
     out = np.concatenate(
-        [rs.process(x[i : i + step]) for i in range(0, rate, step)]
-        + [rs.process(np.zeros(0, np.float32), last=True)]
+        [rs.process(x[i : i + step]) for i in range(0, rate, step)] + [rs.process(np.zeros(0, np.float32), last=True)]
     )
     assert abs(out.size - 16_000) <= 2
     spectrum = np.abs(np.fft.rfft(out[2000:14000]))

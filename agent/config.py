@@ -52,6 +52,9 @@ class MediaConfig:
     output_backlog_ms: int = 400  # cap for generated speech queued in the framer
     live_backlog_ms: int = 100  # live (echo stream) output: one frame + 20 ms, then drop rather than lag
     output_lead_ms: int = 120  # generated speech is fed this far ahead of playback
+    # A session whose audio stops (a dead track, a vanished client, ICE gone)
+    # ends after this long; also the limit for the connection to come up.
+    audio_timeout_s: float = 10.0
 
 
 @dataclass

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import Any
 
 from aiortc import RTCPeerConnection, RTCSessionDescription
@@ -42,6 +43,7 @@ class PeerSession:
         self.outbound: OutboundAudioTrack | None = None
         self.tasks: list[asyncio.Task[Any]] = []
         self.has_video = False
+        self.last_audio = time.monotonic()
         self._closed = False
 
     async def answer(self, sdp: str) -> str:
@@ -62,6 +64,7 @@ class PeerSession:
         self.outbound = OutboundAudioTrack(self.session.framer)
         pc.addTrack(self.outbound)  # joins the offered audio transceiver: sendrecv
         self._spawn(self.session.run(), "session")
+        self._spawn(self._watchdog(), "watchdog")
         answer = await pc.createAnswer()
         await pc.setLocalDescription(answer)
         return pc.localDescription.sdp
@@ -77,8 +80,18 @@ class PeerSession:
         await drain(track, self._on_audio)
         self.end("the audio track ended")
 
+    async def _watchdog(self) -> None:
+        limit = self.config.media.audio_timeout_s
+        while True:
+            await asyncio.sleep(min(0.5, limit / 4))
+            silent = time.monotonic() - self.last_audio
+            if silent > limit:
+                self.fail("bad_request", f"no audio arrived for {silent:.1f} s; ending the session")
+                return
+
     def _on_audio(self, frame: Any) -> None:
         assert self.session is not None
+        self.last_audio = time.monotonic()
         try:
             chunks = self.aligner.push_audio(audio_input(frame))
         except MediaError as exc:

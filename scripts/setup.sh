@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Creates .venv and installs omni-agent into it. `--test` adds what the test
+# suite needs: the Python test tools and, where missing, Debian's chromium,
+# espeak-ng, sox and iproute2 (installed with apt-get when run as root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_test=0
+[[ "${1:-}" == "--test" ]] && want_test=1
+
+PYTHON=${PYTHON:-python3}
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "omni-agent needs Python >= 3.11; found $("$PYTHON" --version 2>&1)" >&2
+  exit 1
+fi
+
+if [[ $want_test == 1 ]]; then
+  missing=()
+  command -v chromium >/dev/null || missing+=(chromium chromium-driver)
+  command -v espeak-ng >/dev/null || missing+=(espeak-ng)
+  command -v sox >/dev/null || missing+=(sox)
+  command -v ip >/dev/null || missing+=(iproute2)
+  command -v unshare >/dev/null || missing+=(util-linux)
+  if (( ${#missing[@]} )); then
+    if [[ $(id -u) == 0 ]]; then
+      echo "setup: installing Debian packages: ${missing[*]}"
+      export DEBIAN_FRONTEND=noninteractive
+      apt-get update -qq
+      apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    else
+      echo "setup: please install these Debian packages (needs root): ${missing[*]}" >&2
+      exit 1
+    fi
+  fi
+fi
+
+if [[ ! -x .venv/bin/python ]]; then
+  echo "setup: creating .venv"
+  "$PYTHON" -m venv .venv
+fi
+extras=""
+[[ $want_test == 1 ]] && extras="[test]"
+stamp=".venv/.installed$extras"
+if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
+  echo "setup: installing omni-agent$extras into .venv (first run takes a minute)"
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".$extras" 2>&1 | grep -v "^WARNING: Location" || true
+  .venv/bin/python -c "import agent, media, aiortc, av, soxr" || { echo "setup: install failed" >&2; exit 1; }
+  touch "$stamp"
+fi

@@ -1,0 +1,109 @@
+"""Every way a session ends frees its tasks, peer and threads within a second."""
+
+import asyncio
+import threading
+
+import pytest
+
+from agent.client import AgentClient, CameraTrack
+from agent.engines.echo import EchoEngine
+from agent.server import AgentServer
+from tests.agent.conftest import make_config, ws_url
+
+
+class ExplodingEngine(EchoEngine):
+    """Echo that raises on the 20th chunk: an engine bug mid-session."""
+
+    async def open_session(self, profile):
+        session = await super().open_session(profile)
+        feed = session.feed
+        count = 0
+
+        def exploding_feed(chunk):
+            nonlocal count
+            count += 1
+            if count == 20:
+                raise RuntimeError("boom")
+            feed(chunk)
+
+        session.feed = exploding_feed
+        return session
+
+
+def own_threads():
+    # The loop's default executor keeps its few worker threads for reuse (by
+    # design, bounded); anything else still running would be a leak.
+    return [t.name for t in threading.enumerate() if not t.name.startswith("asyncio_")]
+
+
+def session_tasks(session_id):
+    return [t for t in asyncio.all_tasks() if t.get_name().startswith(session_id)]
+
+
+async def wait_until(pred, timeout):
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while loop.time() < end:
+        if pred():
+            return True
+        await asyncio.sleep(0.02)
+    return pred()
+
+
+async def end_by_bye(client):
+    await client.send({"type": "bye"})
+
+
+async def end_by_socket_close(client):
+    await client.ws.close()
+
+
+async def end_by_peer_close(client):
+    await client.pc.close()  # ICE and DTLS go away under the server
+
+
+async def end_by_dead_track(client):
+    client.mic.stop()  # no more audio: the watchdog ends it
+
+
+@pytest.mark.parametrize(
+    "ender", [end_by_bye, end_by_socket_close, end_by_peer_close, end_by_dead_track], ids=lambda f: f.__name__
+)
+async def test_session_end_frees_everything(ender):
+    cfg = make_config("echo", "stream")
+    cfg.media.audio_timeout_s = 1.0
+    server = AgentServer(cfg)
+    await server.start()
+    threads_before = own_threads()
+    try:
+        client = AgentClient(ws_url(server), video=CameraTrack(fps=10, size=(160, 120)))
+        answer = await client.connect()
+        sid = answer["session"]
+        await asyncio.sleep(0.8)
+        conn = server.sessions[sid]
+        pc = conn.peer.pc
+        assert session_tasks(sid)
+        await ender(client)
+        # the watchdog needs its 1 s timeout first; the other ways need no wait
+        limit = 2.5 if ender is end_by_dead_track else 1.0
+        assert await wait_until(lambda: sid not in server.sessions and not session_tasks(sid), limit)
+        assert pc.connectionState == "closed"
+        await client.close(bye=False)
+        assert await wait_until(lambda: own_threads() == threads_before, 1.0), own_threads()
+    finally:
+        await server.close()
+
+
+async def test_engine_failure_is_reported_and_ends_only_that_session():
+    cfg = make_config("echo", "stream")
+    server = AgentServer(cfg, engine=ExplodingEngine("stream"))
+    await server.start()
+    try:
+        client = AgentClient(ws_url(server))
+        answer = await client.connect()
+        err = await client.wait_for(lambda m: m["type"] == "error", timeout=5)
+        assert err["code"] == "engine" and "boom" in err["message"]
+        assert await wait_until(lambda: answer["session"] not in server.sessions, 1.0)
+        await client.close(bye=False)
+    finally:
+        await server.close()

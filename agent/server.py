@@ -114,12 +114,16 @@ class AgentServer:
 
 
 def _response(connection: ServerConnection, status: HTTPStatus, body: bytes, ctype: str) -> Response:
-    resp = connection.respond(status, "")
-    headers = Headers(resp.headers)
-    headers["Content-Type"] = ctype + ("; charset=utf-8" if ctype.startswith("text/") or "javascript" in ctype else "")
+    base = connection.respond(status, "")
+    headers = Headers()
+    for name in ("Date", "Server", "Connection"):
+        if name in base.headers:
+            headers[name] = base.headers[name]
+    charset = "; charset=utf-8" if ctype.startswith("text/") or "javascript" in ctype else ""
+    headers["Content-Type"] = ctype + charset
     headers["Content-Length"] = str(len(body))
     headers["Cache-Control"] = "no-cache"
-    return Response(resp.status_code, resp.reason_phrase, headers, body)
+    return Response(base.status_code, base.reason_phrase, headers, body)
 
 
 class Connection:

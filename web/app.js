@@ -1,0 +1,250 @@
+// omni-agent browser client: plain JS, no build step.
+// Speaks the wire protocol in DESIGN.md over one WebSocket; media over WebRTC.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+// ?raw=1 turns off the browser's echo cancellation and friends (for measuring).
+const RAW = params.get("raw") === "1";
+const VOICED = 0.02; // RMS level that counts as voice, for the client's own latency figure
+
+const omni = (window.omni = {
+  states: [], messages: [], remotePeak: 0, remoteVoicedBlocks: 0, v2v: [], connected: false,
+});
+
+let ws = null, pc = null, micStream = null, camStream = null, videoSender = null;
+let audioCtx = null, meters = [], lastVoicedAt = 0, awaitingReply = false;
+let turnNodes = new Map();
+
+function setState(state, text) {
+  const el = $("state");
+  el.dataset.state = state;
+  el.textContent = text || { listening: "Listening", thinking: "Thinking…", speaking: "Speaking", idle: "Not connected" }[state] || state;
+  omni.states.push(state);
+}
+
+function showError(text) {
+  const el = $("error");
+  el.hidden = !text;
+  el.textContent = text || "";
+}
+
+function setConnected(on) {
+  omni.connected = on;
+  $("connect").textContent = on ? "Hang up" : "Connect";
+  $("connect").classList.toggle("primary", !on);
+  for (const id of ["mic", "interrupt", "text"]) $(id).disabled = !on;
+  $("say").querySelector("button").disabled = !on;
+  $("profile").disabled = on;
+  $("camera").disabled = false;
+}
+
+function addLine(role, text, { turn = null, final = true } = {}) {
+  const key = turn === null ? null : `${role}:${turn}`;
+  let li = key && turnNodes.get(key);
+  if (!li) {
+    li = document.createElement("li");
+    li.className = role;
+    $("transcript").appendChild(li);
+    if (key) turnNodes.set(key, li);
+  }
+  li.textContent = text;
+  li.classList.toggle("partial", !final);
+  li.scrollIntoView({ block: "nearest" });
+}
+
+function fmt(ms) { return ms === null || ms === undefined ? "–" : `${Math.round(ms)} ms`; }
+
+// ---- levels: mic and agent audio, for the voice-to-voice figure ----
+
+function meter(stream, onLevel) {
+  audioCtx = audioCtx || new AudioContext();
+  const src = audioCtx.createMediaStreamSource(stream);
+  const an = audioCtx.createAnalyser();
+  an.fftSize = 512;
+  src.connect(an);
+  const buf = new Float32Array(an.fftSize);
+  const m = { an, buf, onLevel };
+  meters.push(m);
+  return m;
+}
+
+function pollMeters() {
+  for (const m of meters) {
+    m.an.getFloatTimeDomainData(m.buf);
+    let sum = 0;
+    for (const v of m.buf) sum += v * v;
+    m.onLevel(Math.sqrt(sum / m.buf.length));
+  }
+  if (meters.length) requestAnimationFrame(pollMeters);
+}
+
+function onMicLevel(level) {
+  if (level > VOICED && micStream && micStream.getAudioTracks()[0].enabled) lastVoicedAt = performance.now();
+}
+
+function onRemoteLevel(level) {
+  omni.remotePeak = Math.max(omni.remotePeak, level);
+  if (level > VOICED) {
+    omni.remoteVoicedBlocks += 1;
+    if (awaitingReply && lastVoicedAt) {
+      const v2v = performance.now() - lastVoicedAt;
+      awaitingReply = false;
+      omni.v2v.push(v2v);
+      $("m-v2v").textContent = fmt(v2v);
+      send({ type: "client_metrics", voice_to_voice_ms: Math.round(v2v) });
+    }
+  }
+}
+
+// ---- signalling ----
+
+function send(msg) {
+  if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(msg));
+}
+
+function onMessage(ev) {
+  let msg;
+  try { msg = JSON.parse(ev.data); } catch { return; }
+  omni.messages.push(msg);
+  switch (msg.type) {
+    case "answer":
+      $("engine").textContent = `engine ${msg.engine} · profile ${msg.profile}`;
+      pc.setRemoteDescription({ type: "answer", sdp: msg.sdp }).catch((e) => showError(`Could not connect: ${e}`));
+      break;
+    case "state":
+      if (msg.state === "thinking") awaitingReply = true;
+      if (msg.state === "listening") awaitingReply = false;
+      setState(msg.state);
+      break;
+    case "transcript":
+      addLine(msg.role, msg.text, { turn: msg.turn, final: msg.final });
+      break;
+    case "metrics":
+      $("m-endpoint").textContent = fmt(msg.endpoint_ms);
+      $("m-text").textContent = fmt(msg.first_text_ms);
+      $("m-audio").textContent = fmt(msg.first_audio_ms);
+      break;
+    case "tool":
+      addLine("notice", `${msg.name}(${JSON.stringify(msg.arguments)}) → ${JSON.stringify(msg.result)}`);
+      break;
+    case "error":
+      showError(`${msg.code}: ${msg.message}`);
+      break;
+  }
+}
+
+async function waitForCandidates(pc, timeoutMs = 3000) {
+  if (pc.iceGatheringState === "complete") return;
+  await new Promise((resolve) => {
+    const done = () => { if (pc.iceGatheringState === "complete") resolve(); };
+    pc.addEventListener("icegatheringstatechange", done);
+    setTimeout(resolve, timeoutMs);
+  });
+}
+
+async function connect() {
+  showError("");
+  setState("idle", "Connecting…");
+  try {
+    micStream = await navigator.mediaDevices.getUserMedia({
+      audio: { channelCount: 1, echoCancellation: !RAW, noiseSuppression: !RAW, autoGainControl: !RAW },
+    });
+  } catch (e) {
+    setState("idle");
+    showError(`The microphone is needed: ${e.message || e}`);
+    return;
+  }
+  pc = new RTCPeerConnection({ iceServers: [] });
+  pc.addTrack(micStream.getAudioTracks()[0], micStream);
+  // Always offer a video section, so the camera can come and go without renegotiating.
+  videoSender = pc.addTransceiver("video", { direction: "sendonly" }).sender;
+  if (camStream) await videoSender.replaceTrack(camStream.getVideoTracks()[0]);
+  pc.ontrack = (ev) => {
+    if (ev.track.kind !== "audio") return;
+    const stream = ev.streams[0] || new MediaStream([ev.track]);
+    $("remote").srcObject = stream;
+    meter(stream, onRemoteLevel);
+    if (meters.length === 2) requestAnimationFrame(pollMeters);
+  };
+  pc.onconnectionstatechange = () => {
+    if (pc && (pc.connectionState === "failed" || pc.connectionState === "disconnected")) {
+      showError(`Connection ${pc.connectionState}`);
+    }
+  };
+  meter(micStream, onMicLevel);
+  if (audioCtx.state === "suspended") audioCtx.resume();
+  await pc.setLocalDescription(await pc.createOffer());
+  await waitForCandidates(pc);
+
+  ws = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`);
+  ws.onmessage = onMessage;
+  ws.onclose = () => { if (omni.connected) hangUp(); };
+  ws.onerror = () => showError("The server cannot be reached");
+  ws.onopen = () => {
+    const msg = { type: "offer", sdp: pc.localDescription.sdp, profile: $("profile").value };
+    if (params.get("token")) msg.token = params.get("token");
+    send(msg);
+  };
+  setConnected(true);
+}
+
+function hangUp() {
+  send({ type: "bye" });
+  if (ws) ws.close();
+  if (pc) pc.close();
+  if (micStream) micStream.getTracks().forEach((t) => t.stop());
+  ws = pc = micStream = null;
+  meters = [];
+  setConnected(false);
+  setState("idle");
+}
+
+async function toggleCamera() {
+  const btn = $("camera");
+  if (camStream) {
+    camStream.getTracks().forEach((t) => t.stop());
+    camStream = null;
+    if (videoSender) await videoSender.replaceTrack(null);
+    $("preview").hidden = true;
+    btn.setAttribute("aria-pressed", "false");
+    btn.textContent = "Camera off";
+    return;
+  }
+  try {
+    // Only what the model uses: it samples about 2 frames a second.
+    camStream = await navigator.mediaDevices.getUserMedia({
+      video: { width: { ideal: 640 }, height: { ideal: 480 }, frameRate: { ideal: 5, max: 10 } },
+    });
+  } catch (e) {
+    showError(`The camera could not be opened: ${e.message || e}`);
+    return;
+  }
+  $("preview").srcObject = camStream;
+  $("preview").hidden = false;
+  if (videoSender) await videoSender.replaceTrack(camStream.getVideoTracks()[0]);
+  btn.setAttribute("aria-pressed", "true");
+  btn.textContent = "Camera on";
+}
+
+function toggleMic() {
+  const track = micStream && micStream.getAudioTracks()[0];
+  if (!track) return;
+  track.enabled = !track.enabled; // a muted track still sends silence: the session stays alive
+  $("mic").setAttribute("aria-pressed", String(track.enabled));
+  $("mic").textContent = track.enabled ? "Mic on" : "Mic off";
+}
+
+$("connect").onclick = () => (omni.connected ? hangUp() : connect());
+$("camera").onclick = toggleCamera;
+$("mic").onclick = toggleMic;
+$("interrupt").onclick = () => send({ type: "interrupt" });
+$("say").onsubmit = (ev) => {
+  ev.preventDefault();
+  const text = $("text").value.trim();
+  if (!text) return;
+  send({ type: "text", text });
+  $("text").value = "";
+};
+$("camera").disabled = false;
+setState("idle");

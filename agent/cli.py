@@ -21,6 +21,7 @@ def _serve_args(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--engine", choices=ENGINES, help="engine to run (default from the config)")
     p.add_argument("--mode", help="engine mode (echo: stream | turn); --engine echo defaults to stream")
     p.add_argument("--profile", choices=PROFILES)
+    p.add_argument("--max-sessions", type=int, help="concurrent sessions before new ones get `busy`")
     p.add_argument("--ice-server", action="append", default=None, help="a STUN/TURN URL; repeatable")
     p.add_argument("--host-address", action="append", default=None, help="offer only these host candidates; repeatable")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
@@ -44,6 +45,8 @@ def build_config(args: argparse.Namespace) -> Config:
         cfg.engine.mode = args.mode
     if args.profile is not None:
         cfg.profile = args.profile
+    if args.max_sessions is not None:
+        cfg.server.max_sessions = args.max_sessions
     if args.ice_server is not None:
         cfg.ice.servers = args.ice_server
     if args.host_address is not None:

@@ -158,6 +158,7 @@ class AgentClient:
         self.camera = video
         self.received = Received()
         self.messages: list[dict[str, Any]] = []
+        self.message_times: list[float] = []
         self.pc: RTCPeerConnection | None = None
         self.ws: ClientConnection | None = None
         self.answer: dict[str, Any] = {}
@@ -204,6 +205,7 @@ class AgentClient:
         with contextlib.suppress(Exception):
             async for raw in self.ws:
                 self.messages.append(json.loads(raw))
+                self.message_times.append(time.monotonic())
                 self._new_message.set()
 
     async def send(self, msg: dict[str, Any]) -> None:

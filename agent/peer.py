@@ -59,7 +59,10 @@ class PeerSession:
         if not audio:
             raise ProtocolError("bad_sdp", "the offer has no usable audio section", True)
         tune_jitter_buffers(pc, self.config.media.jitter_prefetch)
-        self.engine_session = await self.engine.open_session(self.config.profile)
+        try:
+            self.engine_session = await self.engine.open_session(self.config.profile)
+        except ValueError as exc:
+            raise ProtocolError("engine", str(exc), True) from None
         self.session = ThinkerTalkerSession(self.engine_session, self.send, self.engine.live_output, self.config.media)
         self.outbound = OutboundAudioTrack(self.session.framer)
         pc.addTrack(self.outbound)  # joins the offered audio transceiver: sendrecv

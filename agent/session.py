@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -53,6 +54,7 @@ class ThinkerTalkerSession:
         self.lead_ms = cfg.output_lead_ms
         self.turns = TurnTracker()
         self.tick = -1  # the last tick fed to the engine
+        self._fed_at: deque[tuple[int, float]] = deque(maxlen=64)  # recent ticks and when they were fed
         self._wake = asyncio.Event()
         self._assistant_text = ""
 
@@ -81,6 +83,7 @@ class ThinkerTalkerSession:
             self._wake.clear()
             while (chunk := self.queue.pop()) is not None:
                 self.tick = chunk.tick
+                self._fed_at.append((chunk.tick, self.clock()))
                 self.engine.feed(chunk)
 
     async def _event_loop(self) -> None:
@@ -96,7 +99,8 @@ class ThinkerTalkerSession:
             elif isinstance(ev, TranscriptDelta):
                 if ev.role == "user":
                     if ev.final:
-                        self._emit(self.turns.user_final(now, ev.text, self.tick, ev.speech_end_tick))
+                        start = self._fed_time(ev.end_tick, now)
+                        self._emit(self.turns.user_final(start, ev.text, ev.end_tick, ev.speech_end_tick))
                     else:
                         self._emit(self.turns.user_partial(ev.text))
                 else:
@@ -120,6 +124,12 @@ class ThinkerTalkerSession:
             elif isinstance(ev, Error):
                 log.warning("engine error %s: %s", ev.code, ev.message)
                 self._emit([{"type": "error", "code": "engine", "message": f"{ev.code}: {ev.message}"}])
+
+    def _fed_time(self, tick: int | None, default: float) -> float:
+        for t, at in self._fed_at:
+            if t == tick:
+                return at
+        return default
 
     def _emit(self, messages: list[dict[str, Any]]) -> None:
         for m in messages:

@@ -39,10 +39,15 @@ class TurnTracker:
         self.state = state
         return [{"type": "state", "state": state}]
 
-    def user_final(self, now: float, text: str, tick_now: int, speech_end_tick: int | None) -> list[Message]:
+    def user_final(
+        self, start: float, text: str, end_tick: int | None = None, speech_end_tick: int | None = None
+    ) -> list[Message]:
+        """`start`: when the end of the turn was known (later figures count from it)."""
         self.turn += 1
-        self._start = now
-        endpoint = None if speech_end_tick is None else max(0, tick_now - speech_end_tick) * TICK_MS
+        self._start = start
+        endpoint = None
+        if end_tick is not None and speech_end_tick is not None:
+            endpoint = max(0, end_tick - speech_end_tick) * TICK_MS
         self._current = TurnFigures(self.turn, endpoint_ms=endpoint)
         msgs = [{"type": "transcript", "role": "user", "text": text, "final": True, "turn": self.turn}]
         return msgs + self._set("thinking")

@@ -1,15 +1,18 @@
-"""Energy-based end-of-speech detection on the tick clock.
+"""Turn detection on the tick clock: when the user starts, pauses and stops.
 
-Sans-I/O: one call per 80 ms tick. A turn starts after `start_ticks` voiced
-ticks in a row and ends after `end_silence_ms` without a voiced tick. The
-threshold follows the noise floor (a slow-rising minimum tracker) so steady
-background noise does not hold a turn open forever.
+Sans-I/O: one call per 80 ms tick. A *detector* says whether a tick is voiced
+(an energy threshold here; Silero VAD in the cascade engine), and one state
+machine turns that into events: START after `start_ticks` voiced ticks in a
+row; PAUSE once `pause_ms` have passed without voice (a likely end: engines
+start recognising there); RESUME if the user goes on after a PAUSE; END after
+`end_silence_ms` without voice, or when a turn reaches `max_turn_ms`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Protocol
 
 import numpy as np
 
@@ -18,16 +21,21 @@ from media.clock import TICK_MS
 
 class EndpointEvent(Enum):
     START = "start"
+    PAUSE = "pause"
+    RESUME = "resume"
     END = "end"
 
 
 @dataclass
 class EndpointConfig:
-    threshold_dbfs: float = -42.0  # never call quieter than this speech
-    snr_db: float = 12.0  # ... nor anything less than this above the noise floor
     start_ticks: int = 2
+    pause_ms: int = 160
     end_silence_ms: int = 480
     max_turn_ms: int = 30_000
+
+
+class VoiceDetector(Protocol):
+    def __call__(self, audio: np.ndarray) -> bool: ...
 
 
 def rms_dbfs(audio: np.ndarray) -> float:
@@ -37,37 +45,61 @@ def rms_dbfs(audio: np.ndarray) -> float:
     return 10.0 * np.log10(power + 1e-12)
 
 
-class EnergyEndpointer:
-    def __init__(self, config: EndpointConfig | None = None) -> None:
+class EnergyDetector:
+    """Voiced when loud enough and well above a tracked noise floor.
+
+    The floor starts at the first tick, falls at once and rises slowly (about
+    2 % a tick), so it stays under speech but catches steady noise.
+    """
+
+    def __init__(self, threshold_dbfs: float = -42.0, snr_db: float = 12.0) -> None:
+        self.threshold_dbfs = threshold_dbfs
+        self.snr_db = snr_db
+        self._noise: float | None = None
+
+    def __call__(self, audio: np.ndarray) -> bool:
+        level = rms_dbfs(audio)
+        noise = level if self._noise is None or level < self._noise else self._noise
+        voiced = level > max(self.threshold_dbfs, noise + self.snr_db)
+        self._noise = noise + 0.02 * (level - noise)
+        return voiced
+
+
+class Endpointer:
+    def __init__(self, config: EndpointConfig | None = None, detector: VoiceDetector | None = None) -> None:
         self.config = config or EndpointConfig()
+        self.detector = detector or EnergyDetector()
         self.in_speech = False
+        self.paused = False
         self.start_tick: int | None = None
         self.last_voiced_tick: int | None = None
         self._run = 0
-        self._noise: float | None = None
 
     def update(self, tick: int, audio: np.ndarray) -> EndpointEvent | None:
         cfg = self.config
-        level = rms_dbfs(audio)
-        # The floor starts at the first tick, falls at once and rises slowly
-        # (about 2 %/tick), so it stays under speech but catches steady noise.
-        noise = level if self._noise is None or level < self._noise else self._noise
-        voiced = level > max(cfg.threshold_dbfs, noise + cfg.snr_db)
-        self._noise = noise + 0.02 * (level - noise)
+        voiced = self.detector(audio)
         if not self.in_speech:
             self._run = self._run + 1 if voiced else 0
             if self._run >= cfg.start_ticks:
                 self.in_speech = True
+                self.paused = False
                 self.start_tick = tick - cfg.start_ticks + 1
                 self.last_voiced_tick = tick
                 return EndpointEvent.START
             return None
+        assert self.last_voiced_tick is not None and self.start_tick is not None
         if voiced:
             self.last_voiced_tick = tick
-        assert self.last_voiced_tick is not None and self.start_tick is not None
+            if self.paused:
+                self.paused = False
+                return EndpointEvent.RESUME
         silent_ms = (tick - self.last_voiced_tick) * TICK_MS
         if silent_ms >= cfg.end_silence_ms or (tick - self.start_tick + 1) * TICK_MS >= cfg.max_turn_ms:
             self.in_speech = False
+            self.paused = False
             self._run = 0
             return EndpointEvent.END
+        if not self.paused and silent_ms >= cfg.pause_ms:
+            self.paused = True
+            return EndpointEvent.PAUSE
         return None

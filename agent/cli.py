@@ -61,7 +61,8 @@ async def serve(cfg: Config) -> None:
 
     server = AgentServer(cfg)
     await server.start()
-    print(f"omni-agent: engine {cfg.engine.name} ({cfg.engine.mode}), profile {cfg.profile}", flush=True)
+    mode = f" ({cfg.engine.mode})" if cfg.engine.name == "echo" else ""
+    print(f"omni-agent: engine {cfg.engine.name}{mode}, profile {cfg.profile}", flush=True)
     print(f"omni-agent: open {server.url} in a browser (Ctrl-C to stop)", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -86,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("aioice").setLevel(logging.WARNING)
     logging.getLogger("aiortc").setLevel(logging.WARNING)
+    logging.getLogger("websockets.server").setLevel(logging.WARNING)
     if args.command == "serve":
         try:
             asyncio.run(serve(cfg))

@@ -59,7 +59,7 @@ class MediaConfig:
 
 @dataclass
 class EngineConfig:
-    name: str = "echo"
+    name: str = "cascade"
     mode: str = "turn"  # echo: stream | turn
     end_silence_ms: int = 480
     options: dict[str, Any] = field(default_factory=dict)

@@ -118,7 +118,7 @@ class ThinkerTalkerSession:
                     if self.framer.backlog_ms > 0:  # let the reply finish playing
                         await asyncio.sleep(self.framer.backlog_ms / 1000)
                 self._assistant_text = ""
-                self._emit(self.turns.turn_end(ev.interrupted))
+                self._emit(self.turns.turn_end(ev.interrupted, ev.stages))
             elif isinstance(ev, ToolCall):
                 self._emit([{"type": "tool", "name": ev.name, "arguments": ev.arguments, "result": ev.result}])
             elif isinstance(ev, Error):

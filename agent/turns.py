@@ -67,7 +67,7 @@ class TurnTracker:
             cur.first_audio_ms = (now - self._start) * 1000
         return self._set("speaking")
 
-    def turn_end(self, interrupted: bool) -> list[Message]:
+    def turn_end(self, interrupted: bool, stages: dict[str, float] | None = None) -> list[Message]:
         msgs: list[Message] = []
         cur = self._current
         if cur is not None:
@@ -81,6 +81,7 @@ class TurnTracker:
                     "first_text_ms": _round(cur.first_text_ms),
                     "first_audio_ms": _round(cur.first_audio_ms),
                     "interrupted": interrupted,
+                    **{k: _round(v) for k, v in (stages or {}).items()},
                 }
             )
             self._current = None

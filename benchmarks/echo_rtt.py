@@ -35,9 +35,27 @@ def cpu_seconds(pid: int) -> float:
 
 def start_server(max_sessions: int) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agent.cli", "serve", "--engine", "echo", "--mode", "stream", "--port", "0",
-         "--host-address", "127.0.0.1", "--log-level", "warning", "--max-sessions", str(max_sessions)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "agent.cli",
+            "serve",
+            "--engine",
+            "echo",
+            "--mode",
+            "stream",
+            "--port",
+            "0",
+            "--host-address",
+            "127.0.0.1",
+            "--log-level",
+            "warning",
+            "--max-sessions",
+            str(max_sessions),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     assert proc.stdout is not None
     for _ in range(20):
@@ -127,8 +145,9 @@ def main() -> None:
         )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(
-        json.dumps({"benchmark": "echo_rtt", "machine": f"{platform.machine()} {os.cpu_count()} cores",
-                    "rows": rows}, indent=2)
+        json.dumps(
+            {"benchmark": "echo_rtt", "machine": f"{platform.machine()} {os.cpu_count()} cores", "rows": rows}, indent=2
+        )
     )
     print(f"wrote {args.json}")
 

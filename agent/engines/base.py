@@ -49,6 +49,9 @@ class ToolCall:
 @dataclass(frozen=True, slots=True)
 class TurnEnd:
     interrupted: bool = False
+    # Engine-measured stage times in ms (e.g. recognition_ms, synthesis_ms),
+    # added to the turn's metrics message.
+    stages: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

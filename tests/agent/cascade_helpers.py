@@ -44,7 +44,9 @@ async def ask(client: AgentClient, audio: np.ndarray, timeout: float = 20.0) -> 
     start = len(client.messages)
     frames_before = len(client.received.frames)
     ident = client.mic.play(audio)
-    user = await client.wait_for(lambda m: m["type"] == "transcript" and m["role"] == "user" and m["final"], timeout, start)
+    user = await client.wait_for(
+        lambda m: m["type"] == "transcript" and m["role"] == "user" and m["final"], timeout, start
+    )
     reply = await client.wait_for(
         lambda m: m["type"] == "transcript" and m["role"] == "assistant" and m["final"], timeout, start
     )

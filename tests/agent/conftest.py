@@ -10,6 +10,7 @@ def make_config(engine="echo", mode="stream", **server):
     cfg = Config()
     cfg.engine.name = engine
     cfg.engine.mode = mode
+    cfg.engine.end_silence_ms = 480
     cfg.server.port = 0
     cfg.ice.host_addresses = ["127.0.0.1"]
     for k, v in server.items():

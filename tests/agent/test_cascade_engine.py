@@ -35,3 +35,86 @@ async def test_spoken_question_gets_spoken_answer(models, tmp_path):
     assert "it's" in heard.lower() or "it is" in heard.lower()
     assert re.search(r"\d", heard)
     assert turn["metrics"]["first_audio_ms"] is not None
+
+
+async def test_barge_in_stops_speech_and_next_turn_is_answered(models, tmp_path):
+    async with running(make_config("cascade")) as server:
+        client = AgentClient(ws_url(server))
+        await client.connect()
+        await asyncio.sleep(0.5)
+        start = len(client.messages)
+        client.mic.play(spoken("What can you do?", tmp_path))
+        await client.wait_for(lambda m: m.get("state") == "speaking", 20, start)
+        await asyncio.sleep(1.5)  # well inside the ~8 s answer
+        turn = await ask(client, spoken("What time is it?", tmp_path))
+        await client.wait_for(lambda m: m["type"] == "metrics" and not m["interrupted"], 10, start)
+        session = next(iter(server.sessions.values())).peer.session
+        flushed = session.framer.stats.flushed_samples
+        await client.close()
+    msgs = client.messages[start:]
+    cut = next(i for i, m in enumerate(msgs) if m["type"] == "metrics")
+    assert msgs[cut]["interrupted"] is True, msgs[cut]
+    assert flushed > 0  # queued speech was thrown away at once, not played out
+    # after the interruption the page hears silence until the next answer starts
+    t_cut = client.message_times[start + cut]
+    t_next = next(
+        client.message_times[start + i] for i, m in enumerate(msgs) if i > cut and m.get("state") == "speaking"
+    )
+    quiet = [
+        np.abs(f).max()
+        for t, f in zip(client.received.times, client.received.frames, strict=True)
+        if t_cut + 0.1 < t < t_next
+    ]
+    assert quiet and max(quiet) < 0.02, f"speech went on after the barge-in: peak {max(quiet):.3f}"
+    assert re.fullmatch(r"It's \d{1,2}:\d\d [AP]M\.", turn["reply"])
+
+
+def photo(image, size=(640, 480)):
+    import cv2
+
+    return cv2.resize(image, size, interpolation=cv2.INTER_AREA)
+
+
+class SlowPolicy:
+    """Wraps a policy and takes 2 s over every answer: a slow turn."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def reply(self, text, ctx):
+        import time
+
+        time.sleep(2.0)
+        return self.inner.reply(text, ctx)
+
+
+async def test_camera_sessions_answer_in_parallel_and_slow_turn_keeps_others_flowing(models, tmp_path):
+    import skimage.data
+
+    question = spoken("How many people do you see?", tmp_path)
+    async with running(make_config("cascade")) as server:
+        face = AgentClient(ws_url(server), video=CameraTrack(fps=5, image=photo(skimage.data.astronaut())))
+        empty = AgentClient(ws_url(server), video=CameraTrack(fps=5, image=photo(skimage.data.coffee())))
+        blind = AgentClient(ws_url(server))
+        slow = AgentClient(ws_url(server))
+        for c in (face, empty, blind, slow):
+            await c.connect()
+        slow_session = server.sessions[slow.answer["session"]].peer.engine_session
+        slow_session.policy = SlowPolicy(slow_session.policy)
+        await asyncio.sleep(1.5)  # the camera frames reach the aligner
+        slow_turn = asyncio.create_task(ask(slow, spoken("What time is it?", tmp_path)))
+        await asyncio.sleep(0.3)
+        turns = await asyncio.gather(ask(face, question), ask(empty, question), ask(blind, question))
+        slow_result = await slow_turn
+        for c in (face, empty, blind, slow):
+            await c.close()
+    answers = [t["reply"] for t in turns]
+    print("answers:", answers, "| slow:", slow_result["reply"], slow_result["metrics"])
+    assert answers[0] == "I see one person."
+    assert answers[1] == "I don't see anyone."
+    assert "camera is off" in answers[2]
+    assert slow_result["metrics"]["first_text_ms"] >= 1500  # it really was slow ...
+    for c in (face, empty, blind):
+        gaps = np.diff(np.array(c.received.times))
+        # ... and the other sessions' audio kept flowing, one 20 ms frame after another
+        assert gaps.max() < 0.1, f"a {gaps.max() * 1000:.0f} ms gap in a session's audio"

@@ -44,3 +44,9 @@ def test_face_counter_on_real_photos(models):
     assert models.faces.count(np.concatenate([face, face[:, ::-1]], axis=1)) == 2
     assert models.faces.count(skimage.data.coffee()) == 0
     assert models.faces.count_in([face, face, skimage.data.coffee()]) == 1
+
+
+def test_speech_starts_at_once(models):
+    first = next(models.synthesizer.stream("It's 9:53 AM."))
+    onset = np.flatnonzero(np.abs(first) > 0.01)[0]
+    assert onset <= 24_000 * 0.02  # no padding before the voice: it would be pure latency

@@ -26,7 +26,13 @@ def test_resume_after_pause():
     ep = Endpointer(EndpointConfig(end_silence_ms=400, pause_ms=160))
     ticks = [QUIET] + [tone()] * 4 + [QUIET] * 3 + [tone()] * 3 + [QUIET] * 6
     kinds = [e for _, e in run(ep, ticks)]
-    assert kinds == [EndpointEvent.START, EndpointEvent.PAUSE, EndpointEvent.RESUME, EndpointEvent.PAUSE, EndpointEvent.END]
+    assert kinds == [
+        EndpointEvent.START,
+        EndpointEvent.PAUSE,
+        EndpointEvent.RESUME,
+        EndpointEvent.PAUSE,
+        EndpointEvent.END,
+    ]
 
 
 def test_single_click_is_not_a_turn():

@@ -1,11 +1,13 @@
-"""The page in a real headless Chromium, fake microphone fed from a WAV file."""
+"""The page in a real headless Chromium, its fake microphone fed from a WAV file."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,34 +37,15 @@ def chromium_flags(wav: Path) -> list[str]:
     ]
 
 
-@pytest.fixture
-def server_url(tmp_path):
-    """`omni-agent serve` as a user starts it, on a free port."""
+def serve(*engine_args: str) -> Iterator[str]:
+    """`omni-agent serve` as a user starts it, on a free port; yields its URL."""
+    cmd = [sys.executable, "-m", "agent.cli", "serve", *engine_args, "--port", "0", "--host-address", "127.0.0.1"]
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "agent.cli",
-            "serve",
-            "--engine",
-            "echo",
-            "--mode",
-            "turn",
-            "--port",
-            "0",
-            "--host-address",
-            "127.0.0.1",
-            "--log-level",
-            "warning",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+        cmd + ["--log-level", "warning"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     url = None
-    for _ in range(20):
-        line = proc.stdout.readline()
-        if m := re.search(r"open (http://\S+)", line):
+    for _ in range(40):
+        if m := re.search(r"open (http://\S+)", proc.stdout.readline()):
             url = m.group(1)
             break
     assert url, "the server printed no URL"
@@ -72,7 +55,18 @@ def server_url(tmp_path):
 
 
 @pytest.fixture
-def browser_page(tmp_path):
+def echo_url():
+    yield from serve("--engine", "echo", "--mode", "turn")
+
+
+@pytest.fixture
+def cascade_url():
+    yield from serve()  # the default engine
+
+
+@contextlib.contextmanager
+def browser(tmp_path: Path, said: str):
+    """A page in headless Chromium whose microphone says `said` (then silence, looped)."""
     if not loopback_only():
         pytest.skip(
             "Chromium offers every local address as an ICE candidate; this test runs only in a "
@@ -82,7 +76,7 @@ def browser_page(tmp_path):
         pytest.fail("Debian's chromium is not installed; scripts/setup.sh --test installs it")
     from playwright.sync_api import sync_playwright
 
-    wav = speech_wav("Hello there. This is a test of the echo agent.", tmp_path / "speech.wav")
+    wav = speech_wav(said, tmp_path / "speech.wav")
     with sync_playwright() as p:
         ctx = p.chromium.launch_persistent_context(
             str(tmp_path / "profile"),
@@ -91,33 +85,61 @@ def browser_page(tmp_path):
             args=chromium_flags(wav),
             viewport={"width": 412, "height": 860},
         )
-        page = ctx.new_page()
-        yield page
-        ctx.close()
+        try:
+            yield ctx.new_page()
+        finally:
+            ctx.close()
 
 
-def test_page_talks_to_echo_agent(server_url, browser_page):
-    page = browser_page
-    page.goto(server_url + "?raw=1")
-    assert page.locator("#state").inner_text() == "Not connected"
-    page.click("#connect")
-    # the spoken sentence ends, the agent thinks, speaks it back, and listens again
-    page.wait_for_function("window.omni.states.includes('speaking')", timeout=20_000)
-    page.wait_for_function(
-        "window.omni.states.lastIndexOf('listening') > window.omni.states.indexOf('speaking')", timeout=20_000
-    )
-    states = page.evaluate("window.omni.states")
-    assert states.index("thinking") < states.index("speaking")
-    user_line = page.locator("#transcript li.user").first.inner_text()
-    assert re.search(r"\d\.\d s of speech", user_line), user_line
-    assert page.locator("#transcript li.assistant").count() >= 1
-    # audio came back to the page, loud enough to be the echoed speech
-    assert page.evaluate("window.omni.remotePeak") > 0.05
-    assert page.evaluate("window.omni.remoteVoicedBlocks") > 10
-    # the figures of the turn are shown
-    page.wait_for_function("document.getElementById('m-audio').textContent !== '–'", timeout=5_000)
-    assert re.match(r"\d+ ms", page.locator("#m-endpoint").inner_text())
-    Path("results").mkdir(exist_ok=True)
-    page.screenshot(path="results/page-echo.png", full_page=True)
-    page.click("#connect")  # hang up
-    page.wait_for_function("document.getElementById('state').dataset.state === 'idle'", timeout=5_000)
+def final(msgs, role):
+    return next(m["text"] for m in msgs if m["type"] == "transcript" and m["role"] == role and m["final"])
+
+
+def test_page_talks_to_echo_agent(echo_url, tmp_path):
+    with browser(tmp_path, "Hello there. This is a test of the echo agent.") as page:
+        page.goto(echo_url + "?raw=1")
+        assert page.locator("#state").inner_text() == "Not connected"
+        page.click("#connect")
+        # the spoken sentence ends, the agent thinks, speaks it back, and listens again
+        page.wait_for_function("window.omni.states.includes('speaking')", timeout=20_000)
+        page.wait_for_function(
+            "window.omni.states.lastIndexOf('listening') > window.omni.states.indexOf('speaking')", timeout=20_000
+        )
+        states = page.evaluate("window.omni.states")
+        assert states.index("thinking") < states.index("speaking")
+        user_line = page.locator("#transcript li.user").first.inner_text()
+        assert re.search(r"\d\.\d s of speech", user_line), user_line
+        assert page.locator("#transcript li.assistant").count() >= 1
+        # audio came back to the page, loud enough to be the echoed speech
+        assert page.evaluate("window.omni.remotePeak") > 0.05
+        assert page.evaluate("window.omni.remoteVoicedBlocks") > 10
+        # the figures of the turn are shown
+        page.wait_for_function("document.getElementById('m-audio').textContent !== '–'", timeout=5_000)
+        assert re.match(r"\d+ ms", page.locator("#m-endpoint").inner_text())
+        Path("results").mkdir(exist_ok=True)
+        page.screenshot(path="results/page-echo.png", full_page=True)
+        page.click("#connect")  # hang up
+        page.wait_for_function("document.getElementById('state').dataset.state === 'idle'", timeout=5_000)
+
+
+def test_page_gets_a_spoken_answer_from_the_default_engine(cascade_url, tmp_path):
+    with browser(tmp_path, "What time is it?") as page:
+        page.goto(cascade_url)
+        page.click("#connect")
+        page.wait_for_function(
+            "window.omni.messages.some(m => m.type === 'transcript' && m.role === 'assistant' && m.final)",
+            timeout=30_000,
+        )
+        msgs = page.evaluate("window.omni.messages")
+        assert next(m for m in msgs if m["type"] == "answer")["engine"] == "cascade"
+        user, reply = final(msgs, "user"), final(msgs, "assistant")
+        assert "time" in user.lower(), user
+        assert re.fullmatch(r"It's \d{1,2}:\d\d [AP]M\.", reply), reply
+        # the answer is heard in the page, which measures its own voice-to-voice time
+        page.wait_for_function("window.omni.remoteVoicedBlocks > 10 && window.omni.v2v.length > 0", timeout=10_000)
+        v2v = page.evaluate("window.omni.v2v[0]")
+        print(f"voice to voice measured in the page: {v2v:.0f} ms")
+        assert 0 < v2v < 3000
+        assert page.locator("#transcript li.assistant").first.inner_text() == reply
+        Path("results").mkdir(exist_ok=True)
+        page.screenshot(path="results/page-cascade.png", full_page=True)

@@ -128,7 +128,5 @@ POLICIES: dict[str, Callable[[], DialogPolicy]] = {"default": DefaultAssistant}
 
 def make_policy(profile: str) -> DialogPolicy:
     if profile not in POLICIES:
-        raise ValueError(
-            f"the cascade engine has no {profile!r} profile yet; available: {', '.join(POLICIES)}"
-        )
+        raise ValueError(f"the cascade engine has no {profile!r} profile yet; available: {', '.join(POLICIES)}")
     return POLICIES[profile]()

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -105,6 +106,7 @@ class CascadeSession:
         self._partial: asyncio.Task[None] | None = None
         self._last_partial_tick = 0
         self._turn = 0  # bumps at each user turn start: stale partials are dropped
+        self._speculated = False  # the last turn's answer was made during the pause
 
     # ---- input ----
 
@@ -177,6 +179,7 @@ class CascadeSession:
             self._speculation = None
 
     def _end_of_turn(self) -> None:
+        self._speculated = self._speculation is not None
         prepared = self._speculation or self._spawn(self._prepare_from_audio(self._utterance()))
         self._speculation = None
         self._reply = self._spawn(self._deliver(prepared, self.endpointer.last_voiced_tick, self._tick))
@@ -197,11 +200,16 @@ class CascadeSession:
 
     async def _prepare_from_audio(self, audio: np.ndarray) -> Prepared:
         self.engine.in_flight += 1
+        t0 = time.perf_counter()
         try:
             text = await self.engine.run(self.models.recognizer.transcribe, audio)
         finally:
             self.engine.in_flight -= 1
-        return await self._prepare(text)
+        prepared = await self._prepare(text)
+        prepared.timings["recognition_ms"] = (
+            (time.perf_counter() - t0) * 1000 - prepared.timings["reply_ms"] - (prepared.timings["synthesis_ms"])
+        )
+        return prepared
 
     async def _prepare(self, text: str) -> Prepared:
         frames = [img for tick, img in self._video if self._tick - tick <= CAMERA_FRESH_TICKS][-3:]
@@ -210,10 +218,15 @@ class CascadeSession:
             return Seen(self.models.faces.count_in(frames) if frames else None)
 
         def work() -> Prepared:
+            t0 = time.perf_counter()
             reply = self.policy.reply(text, DialogContext(self.engine.now(), seen, list(self.history)))
+            t1 = time.perf_counter()
             speech = self.models.synthesizer.stream(reply.text)
             first = next(speech, np.zeros(0, np.float32))
-            return Prepared(text, reply, first, speech)
+            t2 = time.perf_counter()
+            return Prepared(
+                text, reply, first, speech, {"reply_ms": (t1 - t0) * 1000, "synthesis_ms": (t2 - t1) * 1000}
+            )
 
         return await self.engine.run(work)
 
@@ -241,7 +254,7 @@ class CascadeSession:
                 index += 1
             pcm = await self.engine.run(next, p.rest, None)
         self.history = (self.history + [(p.text, p.reply.text)])[-20:]
-        out.put(TurnEnd())
+        out.put(TurnEnd(stages={**p.timings, "speculative": float(speech_end_tick is not None and self._speculated)}))
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)
@@ -254,6 +267,3 @@ def _quiet(task: asyncio.Task[Any]) -> None:
         exc = task.exception()
         if exc is not None:
             log.error("cascade task failed: %r", exc)
-
-
-

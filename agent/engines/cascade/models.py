@@ -71,7 +71,20 @@ class Synthesizer:
 
     def stream(self, text: str) -> Iterator[np.ndarray]:
         for part in self.tts.stream(text, seed=0):
-            yield np.asarray(part, np.float32)
+            yield trim_silence(np.asarray(part, np.float32), self.rate)
+
+
+def trim_silence(
+    pcm: np.ndarray, rate: int, lead_ms: int = 20, tail_ms: int = 250, threshold: float = 0.01
+) -> np.ndarray:
+    """hibari pads each sentence with ~300 ms of silence before and ~450 ms after:
+    the lead is pure latency, and the tail makes pauses between sentences too long."""
+    loud = np.flatnonzero(np.abs(pcm) > threshold)
+    if loud.size == 0:
+        return pcm[:0]
+    start = max(0, loud[0] - rate * lead_ms // 1000)
+    end = min(pcm.size, loud[-1] + 1 + rate * tail_ms // 1000)
+    return pcm[start:end]
 
 
 class SileroDetector:

@@ -1,0 +1,155 @@
+"""Benchmark: voice-to-voice latency of the cascade engine, measured at the client.
+
+Starts `omni-agent serve` (the default, cascade engine) in its own process and
+speaks a fixed set of questions (espeak-ng) over an aiortc client. For each
+turn: from the last voiced sample sent to the first reply sample received.
+The server's per-turn figures split it: end-of-turn wait, recognition, reply,
+synthesis, first speech frame; transport and playout are what remains.
+Prints median and p95 and writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from agent.client import RATE, AgentClient
+from agent.ice import set_host_addresses
+from tests.fixtures import read_wav, speech_wav
+
+QUESTIONS = [
+    "What time is it?",
+    "What can you do?",
+    "Repeat after me: the sky is blue.",
+    "Can you see me?",
+    "What did I say?",
+    "Hello there.",
+    "How many people do you see?",
+    "Tell me a joke about penguins.",
+]
+
+
+def start_server(extra: list[str]) -> tuple[subprocess.Popen[str], str]:
+    cmd = [sys.executable, "-m", "agent.cli", "serve", "--port", "0", "--host-address", "127.0.0.1", *extra]
+    proc = subprocess.Popen(
+        cmd + ["--log-level", "warning"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    assert proc.stdout is not None
+    for _ in range(40):
+        if m := re.search(r"open http://([\d.:]+)/", proc.stdout.readline()):
+            return proc, f"ws://{m.group(1)}/ws"
+    proc.kill()
+    raise RuntimeError("the server did not start")
+
+
+async def run(url: str, rounds: int) -> list[dict]:
+    tmp = Path(tempfile.mkdtemp())
+    clips = []
+    for i, q in enumerate(QUESTIONS):
+        audio, _ = read_wav(speech_wav(q, tmp / f"q{i}.wav", rate=RATE, pad_before=0.2, pad_after=0.1))
+        clips.append((q, audio, int(np.flatnonzero(np.abs(audio) > 0.01)[-1])))
+    client = AgentClient(url)
+    await client.connect()
+    await asyncio.sleep(1.0)
+    rows = []
+    for r in range(rounds):
+        for q, audio, last_voiced in clips:
+            start = len(client.messages)
+            ident = client.mic.play(audio)
+            metrics = await client.wait_for(lambda m: m["type"] == "metrics", 30, start)
+            user = next(m["text"] for m in client.messages[start:] if m["type"] == "transcript" and m["role"] == "user")
+            await asyncio.sleep(0.3)
+            t_voice_end = client.mic.sent_at[ident] + last_voiced / RATE
+            t_reply = client.received.first_loud_after(t_voice_end, threshold=0.02)
+            v2v = (t_reply - t_voice_end) * 1000 if t_reply else None
+            server = metrics["endpoint_ms"] + metrics["first_audio_ms"]
+            row = {
+                "question": q,
+                "heard": user,
+                "voice_to_voice_ms": v2v,
+                "endpoint_ms": metrics["endpoint_ms"],
+                "recognition_ms": metrics.get("recognition_ms"),
+                "reply_ms": metrics.get("reply_ms"),
+                "synthesis_ms": metrics.get("synthesis_ms"),
+                "first_audio_ms": metrics["first_audio_ms"],
+                "speculative": bool(metrics.get("speculative")),
+                "transport_ms": v2v - server if v2v is not None else None,
+            }
+            rows.append(row)
+            print(
+                f"  [{r + 1}] {q!r:40} v2v {v2v:5.0f} ms = end-of-turn {row['endpoint_ms']:.0f} + first audio "
+                f"{row['first_audio_ms']:.0f} + transport {row['transport_ms']:.0f} "
+                f"(recognition {row['recognition_ms']:.0f}, {'made during the pause' if row['speculative'] else 'after'})",
+                flush=True,
+            )
+            await client.wait_for(lambda m: m.get("state") == "listening", 30, start)
+            await asyncio.sleep(0.5)
+    await client.close()
+    return rows
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(np.array(values), q))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="cascade voice-to-voice latency")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--end-silence-ms", type=int, default=None)
+    ap.add_argument("--json", type=Path, default=Path("results/voice_to_voice.json"))
+    args = ap.parse_args()
+    set_host_addresses(["127.0.0.1"])
+    extra = []
+    if args.end_silence_ms is not None:
+        cfg = Path(tempfile.mkdtemp()) / "bench.yaml"
+        cfg.write_text(f"engine:\n  name: cascade\n  end_silence_ms: {args.end_silence_ms}\n")
+        extra = ["--config", str(cfg)]
+    proc, url = start_server(extra)
+    try:
+        rows = asyncio.run(run(url, args.rounds))
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    keys = [
+        "voice_to_voice_ms",
+        "endpoint_ms",
+        "recognition_ms",
+        "reply_ms",
+        "synthesis_ms",
+        "first_audio_ms",
+        "transport_ms",
+    ]
+    summary = {}
+    print("\n| stage | median ms | p95 ms |\n| --- | --- | --- |")
+    for k in keys:
+        vals = [r[k] for r in rows if r[k] is not None]
+        summary[k] = {"median": pct(vals, 50), "p95": pct(vals, 95)}
+        print(f"| {k.removesuffix('_ms').replace('_', ' ')} | {summary[k]['median']:.0f} | {summary[k]['p95']:.0f} |")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(
+        json.dumps(
+            {
+                "benchmark": "voice_to_voice",
+                "engine": "cascade",
+                "machine": f"{platform.machine()} {os.cpu_count()} cores",
+                "summary": summary,
+                "turns": rows,
+            },
+            indent=2,
+        )
+    )
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

@@ -86,10 +86,11 @@ async def run(url: str, rounds: int) -> list[dict]:
                 "transport_ms": v2v - server if v2v is not None else None,
             }
             rows.append(row)
+            when = "made during the pause" if row["speculative"] else "after"
             print(
                 f"  [{r + 1}] {q!r:40} v2v {v2v:5.0f} ms = end-of-turn {row['endpoint_ms']:.0f} + first audio "
                 f"{row['first_audio_ms']:.0f} + transport {row['transport_ms']:.0f} "
-                f"(recognition {row['recognition_ms']:.0f}, {'made during the pause' if row['speculative'] else 'after'})",
+                f"(recognition {row['recognition_ms']:.0f}, {when})",
                 flush=True,
             )
             await client.wait_for(lambda m: m.get("state") == "listening", 30, start)

@@ -118,3 +118,28 @@ async def test_camera_sessions_answer_in_parallel_and_slow_turn_keeps_others_flo
         gaps = np.diff(np.array(c.received.times))
         # ... and the other sessions' audio kept flowing, one 20 ms frame after another
         assert gaps.max() < 0.1, f"a {gaps.max() * 1000:.0f} ms gap in a session's audio"
+
+
+async def test_partial_transcripts_while_speaking_and_typed_text(models, tmp_path):
+    long_question = spoken("Repeat after me, good morning everyone, I hope you are having a wonderful day.", tmp_path)
+    async with running(make_config("cascade")) as server:
+        client = AgentClient(ws_url(server))
+        await client.connect()
+        await asyncio.sleep(0.5)
+        turn = await ask(client, long_question)
+        start = len(client.messages)
+        frames_at_send = len(client.received.frames)
+        await client.send({"type": "text", "text": "what did I say"})
+        typed = await client.wait_for(lambda m: m["type"] == "metrics", 15, start)
+        typed_audio = np.concatenate(client.received.frames[frames_at_send:])
+        await client.close()
+    partials = [m for m in turn["messages"] if m["type"] == "transcript" and m["role"] == "user" and not m["final"]]
+    assert partials, "no partial transcript while the user was speaking"
+    assert "good morning" in partials[-1]["text"].lower()
+    assert turn["reply"].lower().startswith("good morning everyone")
+    msgs = client.messages[start:]
+    assert any(m["type"] == "transcript" and m["role"] == "user" and m["text"] == "what did I say" for m in msgs)
+    reply = next(m["text"] for m in msgs if m["type"] == "transcript" and m["role"] == "assistant" and m["final"])
+    assert reply.startswith('You said: "Repeat after me, good morning')
+    assert typed["endpoint_ms"] is None  # typed: no end-of-turn wait
+    assert np.abs(typed_audio).max() > 0.05  # the typed question was answered aloud

@@ -6,6 +6,7 @@ Every limit has a safe default here so that a missing key never means
 
 from __future__ import annotations
 
+import copy
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,12 @@ class EngineConfig:
 
 
 @dataclass
+class TranslateConfig:
+    source_lang: str = "en"
+    target_lang: str = "es"
+
+
+@dataclass
 class Config:
     profile: str = "default"
     log_level: str = "info"
@@ -73,6 +80,15 @@ class Config:
     ice: IceConfig = field(default_factory=IceConfig)
     media: MediaConfig = field(default_factory=MediaConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
+    translate: TranslateConfig = field(default_factory=TranslateConfig)
+
+    def session_options(self) -> dict[str, Any]:
+        """What an engine session of this profile needs to know."""
+        return {
+            "end_silence_ms": self.engine.end_silence_ms,
+            "source_lang": self.translate.source_lang,
+            "target_lang": self.translate.target_lang,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -115,3 +131,17 @@ def load_config(path: str | Path | None = None) -> Config:
     if cfg.profile not in PROFILES:
         raise ConfigError(f"{p.name}: profile must be one of {', '.join(PROFILES)}")
     return cfg
+
+
+def profile_config(base: Config, profile: str) -> Config:
+    """`base` with the profile's own settings (configs/<profile>.yaml) for a session
+    that asked for another profile than the server's."""
+    if profile == base.profile:
+        return base
+    path = CONFIG_DIR / f"{profile}.yaml"
+    own = load_config(path) if path.is_file() else Config(profile=profile)
+    merged = copy.deepcopy(base)
+    merged.profile = profile
+    merged.engine.end_silence_ms = own.engine.end_silence_ms
+    merged.translate = own.translate
+    return merged

@@ -29,8 +29,11 @@ log = logging.getLogger(__name__)
 
 
 class PeerSession:
-    def __init__(self, config: Config, engine: Engine, send: Send, session_id: str) -> None:
+    def __init__(
+        self, config: Config, engine: Engine, send: Send, session_id: str, options: dict[str, Any] | None = None
+    ) -> None:
         self.config = config
+        self.options = options or {}
         self.engine = engine
         self.send = send
         self.id = session_id
@@ -60,7 +63,7 @@ class PeerSession:
             raise ProtocolError("bad_sdp", "the offer has no usable audio section", True)
         tune_jitter_buffers(pc, self.config.media.jitter_prefetch)
         try:
-            self.engine_session = await self.engine.open_session(self.config.profile)
+            self.engine_session = await self.engine.open_session(self.config.profile, self.options)
         except ValueError as exc:
             raise ProtocolError("engine", str(exc), True) from None
         self.session = ThinkerTalkerSession(self.engine_session, self.send, self.engine.live_output, self.config.media)

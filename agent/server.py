@@ -24,7 +24,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from agent import __version__
-from agent.config import Config
+from agent.config import Config, profile_config
 from agent.engines import make_engine
 from agent.engines.base import Engine
 from agent.ice import set_host_addresses
@@ -186,6 +186,10 @@ class Connection:
                     self.send(err.to_message())
                     if err.fatal:
                         return
+                except Exception as exc:  # a bug must end this session only, and say so
+                    log.exception("session %s: failed handling a message", self.id)
+                    self.send({"type": "error", "code": "engine", "message": f"internal error: {exc!r}"})
+                    return
         except ConnectionClosed:
             return
 
@@ -211,12 +215,14 @@ class Connection:
         limit = self.server.config.server.max_sessions
         if len(self.server.sessions) >= limit:
             raise ProtocolError("busy", f"the server is at its limit of {limit} sessions; try again later", True)
-        cfg = self.server.config
-        if msg.get("profile", cfg.profile) != cfg.profile:
-            cfg = _with_profile(cfg, msg["profile"])
+        cfg = profile_config(self.server.config, msg.get("profile", self.server.config.profile))
+        options = cfg.session_options()
+        for key in ("source_lang", "target_lang"):
+            if key in msg:
+                options[key] = msg[key]
         self.server.sessions[self.id] = self
         self.server.sessions_total += 1
-        self.peer = PeerSession(cfg, self.server.engine, self.send, self.id)
+        self.peer = PeerSession(cfg, self.server.engine, self.send, self.id, options)
         self._has_peer.set()
         answer = await self.peer.answer(msg["sdp"])
         self.send(
@@ -240,11 +246,3 @@ class Connection:
             await self.peer.close()
         with contextlib.suppress(Exception):
             await self.ws.close(1000, reason[:100])
-
-
-def _with_profile(cfg: Config, profile: str) -> Config:
-    import copy
-
-    clone = copy.copy(cfg)
-    clone.profile = profile
-    return clone

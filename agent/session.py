@@ -100,13 +100,15 @@ class ThinkerTalkerSession:
                 if ev.role == "user":
                     if ev.final:
                         start = self._fed_time(ev.end_tick, now)
-                        self._emit(self.turns.user_final(start, ev.text, ev.end_tick, ev.speech_end_tick))
+                        msgs = self.turns.user_final(start, ev.text, ev.end_tick, ev.speech_end_tick)
                     else:
-                        self._emit(self.turns.user_partial(ev.text))
+                        msgs = self.turns.user_partial(ev.text)
                 else:
-                    self._emit(self.turns.assistant_text(now, ev.text, ev.final))
+                    msgs = self.turns.assistant_text(now, ev.text, ev.final)
                     if ev.final:
                         self._assistant_text = ""
+                msgs[0].update(ev.extra)
+                self._emit(msgs)
             elif isinstance(ev, TextDelta):
                 self._assistant_text += ev.text
                 self._emit(self.turns.assistant_text(now, self._assistant_text, False))

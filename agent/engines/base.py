@@ -26,6 +26,7 @@ class TranscriptDelta:
     # endpointing and measure the rest from the moment of detection.
     speech_end_tick: int | None = None
     end_tick: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # added to the wire message (segment, lang, ...)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,8 @@ class Engine(Protocol):
     # the output keeps only a short backlog and drops rather than lag.
     live_output: bool
 
-    async def open_session(self, profile: str) -> EngineSession: ...
+    async def open_session(self, profile: str, options: dict[str, Any] | None = None) -> EngineSession:
+        """`options`: per-session choices from the offer and the config (e.g. translation languages)."""
+        ...
 
     async def close(self) -> None: ...

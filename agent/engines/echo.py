@@ -32,7 +32,7 @@ class EchoEngine:
         self.end_silence_ms = end_silence_ms
         self.max_turn_ms = max_turn_ms
 
-    async def open_session(self, profile: str) -> EchoSession:
+    async def open_session(self, profile: str, options: dict | None = None) -> EchoSession:
         return EchoSession(self)
 
     async def close(self) -> None:

@@ -68,7 +68,9 @@ def test_vision_is_only_computed_when_asked():
     assert calls == []
 
 
-def test_unknown_profile_is_a_clear_error():
+def test_profiles_and_clear_errors():
     assert isinstance(make_policy("default"), DefaultAssistant)
-    with pytest.raises(ValueError, match="no 'in_car' profile"):
-        make_policy("in_car")
+    with pytest.raises(ValueError, match="unknown profile"):
+        make_policy("cooking")
+    with pytest.raises(ValueError, match="English only"):
+        make_policy("translate", {"source_lang": "es", "target_lang": "en"})

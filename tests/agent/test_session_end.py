@@ -14,8 +14,8 @@ from tests.agent.conftest import make_config, ws_url
 class ExplodingEngine(EchoEngine):
     """Echo that raises on the 20th chunk: an engine bug mid-session."""
 
-    async def open_session(self, profile):
-        session = await super().open_session(profile)
+    async def open_session(self, profile, options=None):
+        session = await super().open_session(profile, options)
         feed = session.feed
         count = 0
 

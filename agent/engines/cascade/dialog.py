@@ -34,10 +34,14 @@ class DialogContext:
 class Reply:
     text: str
     intent: str
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # {"name", "arguments", "result"}
+    lang: str = "en"
+    speak: bool = True
 
 
 class DialogPolicy(Protocol):
+    barge_in: bool  # may the user's speech cut the agent's?
+
     def reply(self, text: str, ctx: DialogContext) -> Reply: ...
 
 
@@ -80,6 +84,8 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 
 
 class DefaultAssistant:
+    barge_in = True
+
     def reply(self, text: str, ctx: DialogContext) -> Reply:
         said = normalise(text)
         if not said:
@@ -123,10 +129,20 @@ class DefaultAssistant:
         return "Goodbye! Talk to you later."
 
 
-POLICIES: dict[str, Callable[[], DialogPolicy]] = {"default": DefaultAssistant}
+def make_policy(profile: str, options: dict[str, Any] | None = None) -> DialogPolicy:
+    """The policy for a profile; `options` carries e.g. the translation languages."""
+    opts = options or {}
+    if profile == "default":
+        return DefaultAssistant()
+    if profile == "in_car":
+        from agent.profiles.in_car import InCarAssistant
 
+        return InCarAssistant()
+    if profile == "translate":
+        from agent.profiles.translate import Interpreter, TranslationUnavailable
 
-def make_policy(profile: str) -> DialogPolicy:
-    if profile not in POLICIES:
-        raise ValueError(f"the cascade engine has no {profile!r} profile yet; available: {', '.join(POLICIES)}")
-    return POLICIES[profile]()
+        try:
+            return Interpreter(opts.get("source_lang", "en"), opts.get("target_lang", "es"))
+        except TranslationUnavailable as exc:
+            raise ValueError(str(exc)) from None
+    raise ValueError(f"unknown profile {profile!r}")

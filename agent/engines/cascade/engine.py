@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from agent.engines.base import EngineEvent, Error, SpeechFrame, TextDelta, TranscriptDelta, TurnEnd
+from agent.engines.base import EngineEvent, Error, SpeechFrame, TextDelta, ToolCall, TranscriptDelta, TurnEnd
 from agent.engines.cascade.dialog import DialogContext, DialogPolicy, Reply, Seen, make_policy
 from agent.engines.cascade.models import SileroDetector, SpeechModels, load_models
 from agent.engines.outbox import Outbox
 from media.aligner import AlignedChunk
-from media.clock import INPUT_SAMPLES_PER_TICK, OUTPUT_SAMPLES_PER_FRAME
+from media.clock import INPUT_SAMPLES_PER_TICK, OUTPUT_SAMPLES_PER_FRAME, TICK_MS
 from media.endpoint import EndpointConfig, Endpointer, EndpointEvent
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,7 @@ class Prepared:
     first: np.ndarray
     rest: Iterator[np.ndarray]
     timings: dict[str, float] = field(default_factory=dict)
+    notice: str | None = None  # e.g. no voice for the reply's language: captions only
 
 
 class CascadeEngine:
@@ -78,24 +79,39 @@ class CascadeEngine:
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
-    async def open_session(self, profile: str) -> CascadeSession:
-        policy = make_policy(profile)
+    async def open_session(self, profile: str, options: dict[str, Any] | None = None) -> CascadeSession:
+        policy = await self.run(make_policy, profile, options)  # may start an apertium process
         detector = await self.run(SileroDetector)
-        return CascadeSession(self, policy, detector)
+        end_silence = int((options or {}).get("end_silence_ms", self.end_silence_ms))
+        session = CascadeSession(self, policy, detector, end_silence)
+        for call in getattr(policy, "initial_tool_calls", list)():
+            session.outbox.put(ToolCall(call["name"], call["arguments"], call["result"]))
+        return session
+
+    def voice(self, lang: str) -> Any:
+        """Who speaks `lang`: hibari for English, espeak-ng for others, None: captions only."""
+        if lang == "en":
+            return self.models.synthesizer
+        from agent.profiles.translate import voice
+
+        return voice(lang)
 
     async def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
+        from agent.profiles.translate import close_all
+
+        close_all()
 
 
 class CascadeSession:
-    def __init__(self, engine: CascadeEngine, policy: DialogPolicy, detector: SileroDetector) -> None:
+    def __init__(
+        self, engine: CascadeEngine, policy: DialogPolicy, detector: SileroDetector, end_silence_ms: int
+    ) -> None:
         self.engine = engine
         self.models = engine.models
         self.policy = policy
         self.outbox = Outbox()
-        self.endpointer = Endpointer(
-            EndpointConfig(pause_ms=engine.pause_ms, end_silence_ms=engine.end_silence_ms), detector
-        )
+        self.endpointer = Endpointer(EndpointConfig(pause_ms=engine.pause_ms, end_silence_ms=end_silence_ms), detector)
         self.history: list[tuple[str, str]] = []
         self._pre: deque[np.ndarray] = deque(maxlen=PRE_ROLL_TICKS)
         self._audio: list[np.ndarray] = []
@@ -107,6 +123,7 @@ class CascadeSession:
         self._last_partial_tick = 0
         self._turn = 0  # bumps at each user turn start: stale partials are dropped
         self._speculated = False  # the last turn's answer was made during the pause
+        self._segment = 0
 
     # ---- input ----
 
@@ -117,7 +134,7 @@ class CascadeSession:
         ep = self.endpointer
         event = ep.update(chunk.tick, chunk.audio)
         if event is EndpointEvent.START:
-            if self._replying():
+            if self._replying() and self.policy.barge_in:
                 self.interrupt()  # barge-in: the user talks over the reply
             self._turn += 1
             self._audio = [*self._pre, chunk.audio]
@@ -135,7 +152,7 @@ class CascadeSession:
             self._maybe_partial(chunk.tick)
 
     def send_text(self, text: str) -> None:
-        if self._replying():
+        if self._replying() and self.policy.barge_in:
             self.interrupt()
         self._turn += 1
         self._reply = self._spawn(self._deliver(self._spawn(self._prepare(text))))
@@ -243,9 +260,21 @@ class CascadeSession:
             self.outbox.put(TurnEnd())
             return
         out = self.outbox
-        out.put(TranscriptDelta("user", p.text, True, speech_end_tick, end_tick))
+        self._segment += 1
+        user_extra: dict[str, Any] = {}
+        reply_extra: dict[str, Any] = {"lang": p.reply.lang}
+        if p.reply.intent == "translate":
+            user_extra = {"segment": self._segment, "lang": "en"}
+            if speech_end_tick is not None and end_tick is not None:
+                user_extra["end_ms"] = (speech_end_tick + 1) * TICK_MS
+            reply_extra["segment"] = self._segment
+        if p.notice:
+            reply_extra["notice"] = p.notice
+        out.put(TranscriptDelta("user", p.text, True, speech_end_tick, end_tick, user_extra))
+        for call in p.reply.tool_calls:
+            out.put(ToolCall(call["name"], call["arguments"], call["result"]))
         out.put(TextDelta(p.reply.text))
-        out.put(TranscriptDelta("assistant", p.reply.text, True))
+        out.put(TranscriptDelta("assistant", p.reply.text, True, extra=reply_extra))
         index = 0
         pcm: np.ndarray | None = p.first
         while pcm is not None:

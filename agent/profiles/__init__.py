@@ -1,0 +1,1 @@
+"""Profiles: what the agent is for (a general assistant, an in-car assistant, an interpreter)."""

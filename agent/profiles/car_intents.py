@@ -1,0 +1,208 @@
+"""Spoken car commands to tool calls: a small grammar over recognised text.
+
+It copes with the usual ways of saying things ("open the front window",
+"passenger window down halfway", "make it warmer", "set the temperature to
+21 degrees", "turn on the seat heating for the driver"). What it maps is then
+validated by the Car like any other tool call, so a request the car cannot do
+("the fifth window", "90 degrees") is refused with a reason, not guessed at.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from agent.engines.cascade.dialog import normalise
+
+_UNITS = {
+    "zero": 0,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "thirteen": 13,
+    "fourteen": 14,
+    "fifteen": 15,
+    "sixteen": 16,
+    "seventeen": 17,
+    "eighteen": 18,
+    "nineteen": 19,
+}
+_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
+_ORDINALS = ("third", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth", "middle", "top", "bottom", "roof")
+
+
+@dataclass
+class Command:
+    tool: str
+    arguments: dict[str, Any]
+
+
+def words_to_digits(text: str) -> str:
+    """'twenty one' -> '21', 'one hundred' -> '100', 'point five' -> '.5'; leaves the rest."""
+    out: list[str] = []
+    tokens = text.split()
+    i = 0
+    while i < len(tokens):
+        t = tokens[i]
+        if t in _TENS:
+            value = _TENS[t]
+            if i + 1 < len(tokens) and tokens[i + 1] in _UNITS and 0 < _UNITS[tokens[i + 1]] < 10:
+                value += _UNITS[tokens[i + 1]]
+                i += 1
+            out.append(str(value))
+        elif t in _UNITS and not (t == "one" and out and out[-1] in ("the", "this", "that")):
+            if i + 1 < len(tokens) and tokens[i + 1] == "hundred":
+                out.append(str(_UNITS[t] * 100))
+                i += 1
+            else:
+                out.append(str(_UNITS[t]))
+        elif t == "hundred":
+            out.append("100")
+        else:
+            out.append(t)
+        i += 1
+    text = " ".join(out)
+    return re.sub(r"(\d+) point (\d+)", r"\1.\2", text)
+
+
+def _number(text: str, after: str = "") -> float | None:
+    m = re.search(rf"{after}\s*(-?\d+(?:\.\d+)?)", text) if after else re.search(r"(-?\d+(?:\.\d+)?)", text)
+    return float(m.group(1)) if m else None
+
+
+def _on_off(text: str) -> bool | None:
+    if re.search(r"\b(?:off|disable|stop|deactivate|no more)\b", text):
+        return False
+    if re.search(r"\b(?:on|enable|start|activate)\b", text):
+        return True
+    return None
+
+
+def _window_group(text: str) -> str:
+    if m := re.search(rf"\b({'|'.join(_ORDINALS)})\b", text):
+        return m.group(1)
+    front = re.search(r"\bfront\b", text)
+    rear = re.search(r"\b(?:rear|back)\b", text)
+    left = re.search(r"\bleft\b", text)
+    right = re.search(r"\bright\b", text)
+    if re.search(r"\b(?:all|every|both)\b", text) and not (front or rear):
+        return "all"
+    if (front or rear) and (left or right):
+        return f"{'front' if front else 'rear'}_{'left' if left else 'right'}"
+    if front:
+        return "front"
+    if rear:
+        return "rear"
+    if re.search(r"\bpassenger'?s?\b", text):
+        return "passenger"
+    if re.search(r"\bwindows\b", text):
+        return "all"
+    return "driver"  # "open the window": the one by the person speaking
+
+
+def _amount(text: str, opening: bool) -> float:
+    pct = _number(text, r"\b(?:to|at|by)?") if re.search(r"\d+\s*(?:percent|%)", text) else None
+    if pct is not None:
+        return pct if opening else 100 - pct
+    if re.search(r"\bhalf ?way\b|\bhalf\b", text):
+        return 50
+    if re.search(r"\b(?:a bit|a little|slightly|a crack|crack)\b", text):
+        return 25 if opening else 75
+    return 100 if opening else 0
+
+
+def parse(raw: str, state: dict[str, Any]) -> Command | None:
+    """The tool call a sentence asks for, or None when it is not a car command."""
+    text = words_to_digits(normalise(raw))
+    text = text.replace("a c", "ac").replace("air conditioning", "ac").replace("air con", "ac")
+    # windows and sunroof
+    if re.search(r"\b(?:sun ?roof|moon ?roof)\b", text):
+        opening = not re.search(r"\b(?:close|shut)\b", text)
+        return Command("set_sunroof", {"position": _amount(text, opening)})
+    if re.search(r"\bwindows?\b", text):
+        opening = bool(re.search(r"\b(?:open|down|lower|roll down)\b", text)) and not re.search(
+            r"\b(?:close|shut|up|raise)\b", text
+        )
+        return Command("set_window", {"window": _window_group(text), "position": _amount(text, opening)})
+    # climate
+    zone = (
+        "driver"
+        if re.search(r"\b(?:driver'?s?|my side)\b", text)
+        else ("passenger" if re.search(r"\bpassenger'?s?\b", text) else "all")
+    )
+    if re.search(r"\b(?:seat heat|heated seat|seat warm|warm my seat|heat my seat|seat heater)", text):
+        seat = "passenger" if re.search(r"\bpassenger", text) else "driver"
+        if m := re.search(r"\b(?:rear|back) (left|right)\b", text):
+            seat = f"rear_{m.group(1)}"
+        elif re.search(r"\b(?:third|middle|fifth) seat\b", text):
+            seat = "middle"
+        on = _on_off(text)
+        level = _number(text, r"\b(?:level|to)")
+        if level is None:
+            level = {"high": 3, "max": 3, "maximum": 3, "medium": 2, "low": 1}.get(
+                next((w for w in ("high", "max", "maximum", "medium", "low") if re.search(rf"\b{w}\b", text)), ""), 2
+            )
+        return Command("set_seat_heating", {"seat": seat, "level": 0 if on is False else level})
+    if re.search(r"\b(?:defrost|defog|demist)", text):
+        return Command(
+            "set_defrost",
+            {"which": "rear" if re.search(r"\b(?:rear|back)\b", text) else "front", "on": _on_off(text) is not False},
+        )
+    if re.search(r"\bac\b|\bcooling\b", text) and _on_off(text) is not None:
+        return Command("set_ac", {"on": _on_off(text)})
+    if re.search(r"\bfan\b", text):
+        level = _number(text)
+        if level is None:
+            current = state["climate"]["fan"]
+            if _on_off(text) is False:
+                level = 0
+            else:
+                level = current - 1 if re.search(r"\b(?:down|lower|slower|less)\b", text) else current + 1
+        return Command("set_fan", {"level": level})
+    if re.search(r"\b(?:warmer|hotter|heat it up|warm it up|too cold|i'm cold|i am cold|freezing)\b", text):
+        return Command("adjust_temperature", {"zone": zone, "delta": _number(text, r"\bby") or 1})
+    if re.search(r"\b(?:cooler|colder|cool it down|too hot|too warm|i'm hot|i am hot)\b", text):
+        return Command("adjust_temperature", {"zone": zone, "delta": -(_number(text, r"\bby") or 1)})
+    if re.search(r"\b(?:temperature|degrees|thermostat)\b", text):
+        value = _number(text)
+        if value is not None:
+            return Command("set_temperature", {"zone": zone, "celsius": value})
+    # media
+    if re.search(r"\b(?:volume|louder|quieter|softer)\b", text):
+        value = _number(text)
+        if value is not None:
+            return Command("set_volume", {"level": value})
+        down = re.search(r"\b(?:down|quieter|softer|lower)\b", text)
+        return Command("adjust_volume", {"delta": -3 if down else 3})
+    if m := re.search(r"\b(?:switch|change|go) to (?:the )?(radio|bluetooth|usb)\b", text):
+        return Command("set_media_source", {"source": m.group(1)})
+    if re.search(r"\b(?:next|skip)\b.*\b(?:song|track)\b|^(?:next|skip)\b", text):
+        return Command("media", {"action": "next"})
+    if re.search(r"\bprevious\b.*\b(?:song|track)\b|\bgo back a (?:song|track)\b", text):
+        return Command("media", {"action": "previous"})
+    if re.search(r"\b(?:pause|stop)\b.*\b(?:music|song|radio|playback|media)\b|^pause\b", text):
+        return Command("media", {"action": "pause"})
+    if re.search(r"\b(?:play|resume)\b", text):
+        return Command("media", {"action": "play"})
+    # navigation and doors
+    if re.search(r"\b(?:cancel|stop|end)\b.*\b(?:navigation|route|directions|guidance)\b", text):
+        return Command("cancel_navigation", {})
+    if m := re.search(
+        r"\b(?:navigate|take me|directions|drive me|route me|drive) to (?:the )?(.+)$", raw.strip(), re.I
+    ):
+        return Command("navigate", {"destination": m.group(1).strip(" .!?")})
+    if re.search(r"\bunlock\b", text):
+        return Command("lock_doors", {"locked": False})
+    if re.search(r"\block\b.*\b(?:doors?|car)\b", text):
+        return Command("lock_doors", {"locked": True})
+    return None

@@ -153,6 +153,7 @@ class AgentClient:
     ) -> None:
         self.url = url
         self.jitter_prefetch = jitter_prefetch
+        self.target_lang: str | None = None
         self.profile = profile
         self.mic = MicrophoneTrack()
         self.camera = video
@@ -175,7 +176,10 @@ class AgentClient:
         pc.on("track", self._on_track)
         tune_jitter_buffers(pc, self.jitter_prefetch)
         await pc.setLocalDescription(await pc.createOffer())  # gathers all candidates
-        await self.ws.send(json.dumps({"type": "offer", "sdp": pc.localDescription.sdp, "profile": self.profile}))
+        offer = {"type": "offer", "sdp": pc.localDescription.sdp, "profile": self.profile}
+        if self.target_lang:
+            offer["target_lang"] = self.target_lang
+        await self.ws.send(json.dumps(offer))
         self._tasks.append(asyncio.create_task(self._read()))
         self.answer = await self.wait_for(lambda m: m["type"] in ("answer", "error"), timeout)
         if self.answer["type"] == "error":

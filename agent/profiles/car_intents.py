@@ -125,6 +125,12 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
     """The tool call a sentence asks for, or None when it is not a car command."""
     text = words_to_digits(normalise(raw))
     text = text.replace("a c", "ac").replace("air conditioning", "ac").replace("air con", "ac")
+    # defrost first: "defrost the rear window" is not about opening it
+    if re.search(r"\b(?:defrost|defog|demist)", text):
+        return Command(
+            "set_defrost",
+            {"which": "rear" if re.search(r"\b(?:rear|back)\b", text) else "front", "on": _on_off(text) is not False},
+        )
     # windows and sunroof
     if re.search(r"\b(?:sun ?roof|moon ?roof)\b", text):
         opening = not re.search(r"\b(?:close|shut)\b", text)
@@ -153,11 +159,6 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
                 next((w for w in ("high", "max", "maximum", "medium", "low") if re.search(rf"\b{w}\b", text)), ""), 2
             )
         return Command("set_seat_heating", {"seat": seat, "level": 0 if on is False else level})
-    if re.search(r"\b(?:defrost|defog|demist)", text):
-        return Command(
-            "set_defrost",
-            {"which": "rear" if re.search(r"\b(?:rear|back)\b", text) else "front", "on": _on_off(text) is not False},
-        )
     if re.search(r"\bac\b|\bcooling\b", text) and _on_off(text) is not None:
         return Command("set_ac", {"on": _on_off(text)})
     if re.search(r"\bfan\b", text):

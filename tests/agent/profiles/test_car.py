@@ -1,0 +1,98 @@
+import pytest
+
+from agent.profiles.car import TOOLS, Car
+from agent.profiles.car_intents import parse, words_to_digits
+
+
+def test_every_change_is_validated_and_a_refusal_changes_nothing():
+    car = Car()
+    before = car.state.snapshot()
+    for name, args in [
+        ("set_window", {"window": "fifth", "position": 100}),
+        ("set_window", {"window": "front", "position": 140}),
+        ("set_temperature", {"zone": "all", "celsius": 90}),
+        ("set_temperature", {"zone": "trunk", "celsius": 20}),
+        ("set_seat_heating", {"seat": "middle", "level": 2}),
+        ("set_seat_heating", {"seat": "driver", "level": 9}),
+        ("set_fan", {"level": 2.5}),
+        ("set_volume", {"level": "loud"}),
+        ("cancel_navigation", {}),
+        ("self_destruct", {}),
+    ]:
+        result = car.call(name, args)
+        assert result["ok"] is False and result["message"], (name, args)
+        assert car.state.snapshot() == before
+    assert "fifth" in car.call("set_window", {"window": "fifth", "position": 1})["message"]
+    assert "16 to 30" in car.call("set_temperature", {"celsius": 90})["message"]
+
+
+def test_changes_and_results():
+    car = Car()
+    r = car.call("set_window", {"window": "passenger", "position": 50})
+    assert r["ok"] and r["state"]["windows"]["front_right"] == 50 and r["state"]["windows"]["front_left"] == 0
+    assert car.call("adjust_temperature", {"zone": "all", "delta": 2})["state"]["climate"]["temperature"] == {
+        "driver": 23.0,
+        "passenger": 23.0,
+    }
+    assert car.call("set_seat_heating", {"seat": "driver", "level": 2})["state"]["seat_heating"]["driver"] == 2
+    assert car.call("navigate", {"destination": "the airport"})["state"]["destination"] == "the airport"
+    # a partial failure rolls back: nothing half-done
+    car.state.climate.temperature["driver"] = 30.0
+    r = car.call("adjust_temperature", {"zone": "all", "delta": 1})
+    assert not r["ok"] and car.state.climate.temperature["passenger"] == 23.0
+
+
+def test_tool_definitions_cover_every_tool():
+    names = {t["function"]["name"] for t in TOOLS}
+    handlers = {n.removeprefix("_tool_") for n in dir(Car) if n.startswith("_tool_")} - {"get_vehicle_state"}
+    assert names == handlers
+
+
+@pytest.mark.parametrize(
+    "said,tool,args",
+    [
+        ("Open the front window.", "set_window", {"window": "front", "position": 100}),
+        ("Passenger window down halfway.", "set_window", {"window": "passenger", "position": 50}),
+        ("Close all the windows", "set_window", {"window": "all", "position": 0}),
+        ("Open the rear left window 30 percent", "set_window", {"window": "rear_left", "position": 30}),
+        ("Open the fifth window.", "set_window", {"window": "fifth", "position": 100}),
+        ("Open the sunroof a bit", "set_sunroof", {"position": 25}),
+        ("Make it warmer.", "adjust_temperature", {"zone": "all", "delta": 1}),
+        ("I'm cold", "adjust_temperature", {"zone": "all", "delta": 1}),
+        ("Make it cooler on my side", "adjust_temperature", {"zone": "driver", "delta": -1}),
+        ("Set the temperature to 21 degrees.", "set_temperature", {"zone": "all", "celsius": 21}),
+        ("Set the temperature to twenty two point five", "set_temperature", {"zone": "all", "celsius": 22.5}),
+        ("Turn on the seat heating for the driver.", "set_seat_heating", {"seat": "driver", "level": 2}),
+        ("Passenger seat heating on high", "set_seat_heating", {"seat": "passenger", "level": 3}),
+        ("Turn off the seat heating", "set_seat_heating", {"seat": "driver", "level": 0}),
+        ("Turn on the AC", "set_ac", {"on": True}),
+        ("Turn the air conditioning off", "set_ac", {"on": False}),
+        ("Defrost the rear window", "set_defrost", {"which": "rear", "on": True}),
+        ("Turn on the rear defrost", "set_defrost", {"which": "rear", "on": True}),
+        ("Fan to 4", "set_fan", {"level": 4}),
+        ("Next song", "media", {"action": "next"}),
+        ("Pause the music", "media", {"action": "pause"}),
+        ("Volume down", "adjust_volume", {"delta": -3}),
+        ("Set the volume to 12", "set_volume", {"level": 12}),
+        ("Switch to bluetooth", "set_media_source", {"source": "bluetooth"}),
+        ("Navigate to the central station.", "navigate", {"destination": "central station"}),
+        ("Cancel the navigation", "cancel_navigation", {}),
+        ("Lock the doors", "lock_doors", {"locked": True}),
+        ("Unlock the car", "lock_doors", {"locked": False}),
+    ],
+)
+def test_grammar(said, tool, args):
+    cmd = parse(said, Car().state.snapshot())
+    assert cmd is not None, said
+    assert (cmd.tool, cmd.arguments) == (tool, args)
+
+
+def test_not_a_car_command():
+    assert parse("What is the meaning of life?", Car().state.snapshot()) is None
+    assert parse("What time is it?", Car().state.snapshot()) is None
+
+
+def test_number_words():
+    assert words_to_digits("set it to twenty one degrees") == "set it to 21 degrees"
+    assert words_to_digits("one hundred percent") == "100 percent"
+    assert words_to_digits("level three") == "level 3"

@@ -1,0 +1,41 @@
+import shutil
+import time
+
+import numpy as np
+import pytest
+
+from agent.engines.cascade.dialog import make_policy
+from agent.profiles.translate import EspeakVoice, TranslationUnavailable, Translator, available_pairs
+
+
+def test_english_to_spanish_kept_alive():
+    t = Translator("en", "es")
+    try:
+        assert t.translate("Good morning.") == "Buenos días."
+        assert "tiempo" in t.translate("The weather is lovely today.")
+        start = time.perf_counter()
+        for _ in range(5):
+            assert t.translate("I would like a cup of coffee.")
+        per_sentence = (time.perf_counter() - start) / 5
+        assert per_sentence < 0.1  # a kept-alive pipeline, not a process per sentence
+        assert t.translate("") == ""
+        assert t.translate("weird ^chars$ [here] / @*") != ""  # stream-format characters are neutralised
+    finally:
+        t.close()
+
+
+def test_pairs_and_clear_errors():
+    assert ("en", "es") in available_pairs()
+    with pytest.raises(TranslationUnavailable, match="no offline translation"):
+        Translator("en", "ja")
+    with pytest.raises(ValueError, match="English only"):
+        make_policy("translate", {"source_lang": "es", "target_lang": "en"})
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
+def test_spanish_voice():
+    audio = next(EspeakVoice("es").stream("Buenos días"))
+    assert audio.dtype == np.float32 and 0.3 * 24_000 < audio.size < 3 * 24_000
+    assert np.abs(audio).max() > 0.05
+    with pytest.raises(TranslationUnavailable, match="no Galician voice"):
+        EspeakVoice("gl")

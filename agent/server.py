@@ -59,6 +59,8 @@ class AgentServer:
             process_request=self._http,
             max_size=TRANSPORT_MAX_BYTES,
             max_queue=16,
+            # a client that stops answering must not hold up its session's end
+            close_timeout=1.0,
         )
 
     @property
@@ -73,8 +75,7 @@ class AgentServer:
         return f"http://{shown}:{self.port}/"
 
     async def close(self) -> None:
-        for conn in list(self.sessions.values()):
-            await conn.close("server shutting down")
+        await asyncio.gather(*(c.close("server shutting down") for c in list(self.sessions.values())))
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()

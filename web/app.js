@@ -36,6 +36,7 @@ function setConnected(on) {
   for (const id of ["mic", "interrupt", "text"]) $(id).disabled = !on;
   $("say").querySelector("button").disabled = !on;
   $("profile").disabled = on;
+  $("target-lang").disabled = on;
   $("camera").disabled = false;
 }
 
@@ -51,6 +52,59 @@ function addLine(role, text, { turn = null, final = true } = {}) {
   li.textContent = text;
   li.classList.toggle("partial", !final);
   li.scrollIntoView({ block: "nearest" });
+}
+
+// ---- profiles: the car panel and the interpretation captions ----
+
+const LANGS = { en: "English", es: "Spanish", ca: "Catalan", gl: "Galician" };
+
+function showProfile(profile) {
+  $("car").hidden = profile !== "in_car";
+  $("captions").hidden = profile !== "translate";
+}
+
+function carValue(state, key) {
+  if (key === "defrost") {
+    const c = state.climate;
+    return [c.defrost_front && "front", c.defrost_rear && "rear"].filter(Boolean).join(" + ") || "off";
+  }
+  if (key === "media") return `${state.media.playing ? "playing" : "paused"} · ${state.media.source}`;
+  const v = key.split(".").reduce((o, k) => (o == null ? o : o[k]), state);
+  if (key.startsWith("windows.") || key === "sunroof") return v === 0 ? "closed" : `${v}% open`;
+  if (key.startsWith("climate.temperature")) return `${v} °C`;
+  if (key.startsWith("seat_heating.")) return v === 0 ? "off" : `level ${v}`;
+  if (key === "climate.ac") return v ? "on" : "off";
+  if (key === "doors_locked") return v ? "locked" : "unlocked";
+  if (key === "destination") return v || "–";
+  return String(v);
+}
+
+function showCar(state) {
+  omni.car = state;
+  for (const dd of document.querySelectorAll("#car [data-key]")) {
+    const text = carValue(state, dd.dataset.key);
+    dd.classList.toggle("changed", dd.textContent !== "–" && dd.textContent !== text);
+    dd.textContent = text;
+  }
+}
+
+function caption(msg) {
+  const n = msg.segment;
+  let row = document.querySelector(`#caption-rows tr[data-segment="${n}"]`);
+  if (!row) {
+    row = document.createElement("tr");
+    row.dataset.segment = n;
+    row.innerHTML = "<td></td><td class='src'></td><td class='dst'></td><td class='at'></td>";
+    row.cells[0].textContent = n;
+    $("caption-rows").appendChild(row);
+  }
+  if (msg.role === "user") {
+    row.querySelector(".src").textContent = msg.text;
+    if (msg.end_ms != null) row.querySelector(".at").textContent = `${(msg.end_ms / 1000).toFixed(1)} s`;
+  } else {
+    row.querySelector(".dst").textContent = msg.text;
+  }
+  if (msg.notice) { $("caption-notice").hidden = false; $("caption-notice").textContent = msg.notice; }
 }
 
 function fmt(ms) { return ms === null || ms === undefined ? "–" : `${Math.round(ms)} ms`; }
@@ -110,6 +164,7 @@ function onMessage(ev) {
   switch (msg.type) {
     case "answer":
       $("engine").textContent = `engine ${msg.engine} · profile ${msg.profile}`;
+      showProfile(msg.profile);
       pc.setRemoteDescription({ type: "answer", sdp: msg.sdp }).catch((e) => showError(`Could not connect: ${e}`));
       break;
     case "state":
@@ -119,6 +174,7 @@ function onMessage(ev) {
       break;
     case "transcript":
       addLine(msg.role, msg.text, { turn: msg.turn, final: msg.final });
+      if (msg.segment != null && msg.final) caption(msg);
       break;
     case "metrics":
       $("m-endpoint").textContent = fmt(msg.endpoint_ms);
@@ -126,7 +182,11 @@ function onMessage(ev) {
       $("m-audio").textContent = fmt(msg.first_audio_ms);
       break;
     case "tool":
-      addLine("notice", `${msg.name}(${JSON.stringify(msg.arguments)}) → ${JSON.stringify(msg.result)}`);
+      if (msg.result && msg.result.state) showCar(msg.result.state);
+      if (msg.name !== "get_vehicle_state") {
+        const ok = msg.result && msg.result.ok;
+        addLine("notice", `${ok ? "✓" : "✗"} ${msg.name}: ${msg.result ? msg.result.message : ""}`);
+      }
       break;
     case "error":
       showError(`${msg.code}: ${msg.message}`);
@@ -183,6 +243,7 @@ async function connect() {
   ws.onerror = () => showError("The server cannot be reached");
   ws.onopen = () => {
     const msg = { type: "offer", sdp: pc.localDescription.sdp, profile: $("profile").value };
+    if (msg.profile === "translate") { msg.source_lang = "en"; msg.target_lang = $("target-lang").value; }
     if (params.get("token")) msg.token = params.get("token");
     send(msg);
   };
@@ -236,6 +297,10 @@ function toggleMic() {
 }
 
 $("connect").onclick = () => (omni.connected ? hangUp() : connect());
+$("profile").onchange = () => { $("lang-box").hidden = $("profile").value !== "translate"; };
+$("target-lang").onchange = () => { $("cap-dst").textContent = LANGS[$("target-lang").value]; };
+if (params.get("profile")) { $("profile").value = params.get("profile"); $("profile").onchange(); }
+if (params.get("lang")) { $("target-lang").value = params.get("lang"); $("target-lang").onchange(); }
 $("camera").onclick = toggleCamera;
 $("mic").onclick = toggleMic;
 $("interrupt").onclick = () => send({ type: "interrupt" });

@@ -143,3 +143,42 @@ def test_page_gets_a_spoken_answer_from_the_default_engine(cascade_url, tmp_path
         assert page.locator("#transcript li.assistant").first.inner_text() == reply
         Path("results").mkdir(exist_ok=True)
         page.screenshot(path="results/page-cascade.png", full_page=True)
+
+
+def test_page_in_car_panel_follows_spoken_commands(cascade_url, tmp_path):
+    with browser(tmp_path, "Open the front window.") as page:
+        page.goto(cascade_url + "?profile=in_car")
+        page.click("#connect")
+        # the panel shows the car as it starts, then as the spoken command changed it
+        page.wait_for_selector("#car:not([hidden])", timeout=10_000)
+        left = page.locator('#car [data-key="windows.front_left"]')
+        page.wait_for_function(
+            "document.querySelector('#car [data-key=\"windows.front_left\"]').textContent === '100% open'",
+            timeout=30_000,
+        )
+        assert page.locator('#car [data-key="windows.front_right"]').inner_text() == "100% open"
+        assert page.locator('#car [data-key="windows.rear_left"]').inner_text() == "closed"
+        assert "changed" in left.get_attribute("class")
+        assert page.locator("#transcript li.notice").first.inner_text().startswith("✓ set_window")
+        Path("results").mkdir(exist_ok=True)
+        page.screenshot(path="results/page-in-car.png", full_page=True)
+
+
+def test_page_translation_captions(cascade_url, tmp_path):
+    with browser(tmp_path, "Good morning. Thank you very much.") as page:
+        page.goto(cascade_url + "?profile=translate&lang=es")
+        assert page.locator("#lang-box").is_visible()
+        page.click("#connect")
+        page.wait_for_selector("#captions:not([hidden])", timeout=10_000)
+        page.wait_for_function(
+            "[...document.querySelectorAll('#caption-rows td.dst')].some(td => td.textContent.length > 0)",
+            timeout=30_000,
+        )
+        row = page.locator("#caption-rows tr").first
+        src, dst = row.locator(".src").inner_text(), row.locator(".dst").inner_text()
+        assert "morning" in src.lower(), src
+        assert "buenos" in dst.lower() or "gracias" in dst.lower(), dst
+        assert re.match(r"\d+\.\d s", row.locator(".at").inner_text())
+        assert page.locator("#cap-dst").inner_text() == "Spanish"
+        Path("results").mkdir(exist_ok=True)
+        page.screenshot(path="results/page-translate.png", full_page=True)

@@ -67,6 +67,17 @@ class EngineConfig:
 
 
 @dataclass
+class OverloadSettings:
+    """See agent/overload.py: thresholds on recent p95s, and how fast to move."""
+
+    first_audio_p95_ms: float = 1500.0
+    loop_lag_p95_ms: float = 100.0
+    escalate_s: float = 2.0
+    recover_s: float = 10.0
+    window_s: float = 30.0
+
+
+@dataclass
 class TranslateConfig:
     source_lang: str = "en"
     target_lang: str = "es"
@@ -81,6 +92,7 @@ class Config:
     media: MediaConfig = field(default_factory=MediaConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
     translate: TranslateConfig = field(default_factory=TranslateConfig)
+    overload: OverloadSettings = field(default_factory=OverloadSettings)
 
     def session_options(self) -> dict[str, Any]:
         """What an engine session of this profile needs to know."""

@@ -132,6 +132,13 @@ class PeerSession:
             log.error("session %s: %s failed: %r", self.id, task.get_name(), exc, exc_info=exc)
             self.fail("engine", f"{task.get_name().split(':')[-1]} stopped: {exc}")
 
+    def set_load_level(self, level: int) -> None:
+        """The overload policy's say: shed video (1+), speak no more, text only (2+)."""
+        if self.session is not None:
+            self.session.queue.shed_video = level >= 1
+        if self.engine_session is not None:
+            self.engine_session.text_only = level >= 2
+
     def fail(self, code: str, message: str) -> None:
         if not self.ended.is_set():
             self.send({"type": "error", "code": code, "message": message})

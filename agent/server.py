@@ -28,10 +28,21 @@ from agent.config import Config, profile_config
 from agent.engines import make_engine
 from agent.engines.base import Engine
 from agent.ice import set_host_addresses
+from agent.metrics import ServerMetrics
+from agent.overload import LEVELS, OverloadConfig, OverloadPolicy
 from agent.peer import PeerSession
 from agent.protocol import Limits, ProtocolError, parse_message
 
 log = logging.getLogger(__name__)
+events = logging.getLogger("omni")  # one structured line per session start/end and per turn
+
+
+def kv(**fields: Any) -> str:
+    """key=value pairs for a log line; values with spaces are quoted."""
+    return " ".join(
+        f"{k}={json.dumps(v) if isinstance(v, str) and (' ' in v or not v) else v}" for k, v in fields.items()
+    )
+
 
 # The transport's own cap, above our per-message limit so that an oversized
 # message still gets a `too_large` answer instead of a bare close.
@@ -49,6 +60,18 @@ class AgentServer:
         self.started = time.monotonic()
         self.web_dir = Path(config.server.web_dir).resolve()
         self._server: Server | None = None
+        self._monitor: asyncio.Task[None] | None = None
+        self.metrics = ServerMetrics(lambda: [c.peer for c in self.sessions.values() if c.peer is not None])
+        o = config.overload
+        self.overload = OverloadPolicy(
+            OverloadConfig(
+                first_audio_p95_ms=o.first_audio_p95_ms,
+                loop_lag_p95_ms=o.loop_lag_p95_ms,
+                escalate_s=o.escalate_s,
+                recover_s=o.recover_s,
+                window_s=o.window_s,
+            )
+        )
         set_host_addresses(config.ice.host_addresses)
 
     async def start(self) -> None:
@@ -62,6 +85,32 @@ class AgentServer:
             # a client that stops answering must not hold up its session's end
             close_timeout=1.0,
         )
+        self._monitor = asyncio.get_running_loop().create_task(self._watch_load(), name="load-monitor")
+
+    async def _watch_load(self) -> None:
+        """Every 100 ms: how late the loop woke us (its lag), and the overload level."""
+        loop = asyncio.get_running_loop()
+        period = 0.1
+        while True:
+            start = loop.time()
+            await asyncio.sleep(period)
+            lag = max(0.0, loop.time() - start - period)
+            self.metrics.loop_lag.observe(lag)
+            self.overload.observe_loop_lag(lag * 1000)
+            jobs = getattr(self.engine, "in_flight", None)
+            if isinstance(jobs, int) and jobs > 0:
+                self.metrics.engine_jobs.observe(jobs)
+            level = self.overload.update(time.monotonic())
+            if level is not None:
+                self._apply_overload(level)
+
+    def _apply_overload(self, level: int) -> None:
+        self.metrics.overload_level.set(level)
+        self.metrics.overload_transitions.inc()
+        events.warning(kv(event="overload", level=LEVELS[level], pressure=round(self.overload.pressure(), 2)))
+        for conn in self.sessions.values():
+            if conn.peer is not None:
+                conn.peer.set_load_level(level)
 
     @property
     def port(self) -> int:
@@ -75,6 +124,8 @@ class AgentServer:
         return f"http://{shown}:{self.port}/"
 
     async def close(self) -> None:
+        if self._monitor is not None:
+            self._monitor.cancel()
         await asyncio.gather(*(c.close("server shutting down") for c in list(self.sessions.values())))
         if self._server is not None:
             self._server.close()
@@ -87,6 +138,8 @@ class AgentServer:
         path = request.path.split("?", 1)[0]
         if path == "/ws":
             return None  # the WebSocket handshake goes on
+        if path == "/metrics":
+            return _response(connection, HTTPStatus.OK, self.metrics.render(), "text/plain; version=0.0.4")
         if path == "/healthz":
             body = {
                 "status": "ok",
@@ -95,6 +148,7 @@ class AgentServer:
                 "sessions": len(self.sessions),
                 "sessions_total": self.sessions_total,
                 "uptime_s": round(time.monotonic() - self.started, 1),
+                "overload": self.overload.name,
             }
             return _response(connection, HTTPStatus.OK, json.dumps(body).encode(), "application/json")
         name = "index.html" if path in ("/", "") else path.lstrip("/")
@@ -139,14 +193,27 @@ class Connection:
         self.dropped_messages = 0
         self._has_peer = asyncio.Event()
         self._closed = False
+        self.started = time.monotonic()
 
     def send(self, msg: dict[str, Any]) -> None:
         if self._closed:
             return
+        kind = msg.get("type")
+        if kind == "metrics":
+            self._turn_done(msg)
+        elif kind == "error":
+            self.server.metrics.errors.labels(msg.get("code", "unknown")).inc()
         try:
             self._out.put_nowait(msg)
         except asyncio.QueueFull:
             self.dropped_messages += 1
+
+    def _turn_done(self, msg: dict[str, Any]) -> None:
+        self.server.metrics.observe_turn(msg)
+        if isinstance(msg.get("first_audio_ms"), int | float):
+            self.server.overload.observe_first_audio(msg["first_audio_ms"], time.monotonic())
+        figures = {k: v for k, v in msg.items() if k != "type" and v is not None}
+        events.info(kv(event="turn", session=self.id, **figures))
 
     async def _writer(self) -> None:
         while (msg := await self._out.get()) is not None:
@@ -208,6 +275,10 @@ class Connection:
             self.peer.session.send_text(msg["text"])
         elif kind == "interrupt":
             self.peer.session.interrupt()
+        elif kind == "client_metrics":
+            v2v = msg.get("voice_to_voice_ms")
+            if isinstance(v2v, int | float) and 0 <= v2v < 60_000:
+                self.server.metrics.latency.labels("voice_to_voice").observe(v2v / 1000)
         return False
 
     async def _offer(self, msg: dict[str, Any]) -> None:
@@ -215,7 +286,11 @@ class Connection:
             raise ProtocolError("bad_request", "this session already has a peer; open a new WebSocket to renegotiate")
         limit = self.server.config.server.max_sessions
         if len(self.server.sessions) >= limit:
+            self.server.metrics.sessions_refused.labels("limit").inc()
             raise ProtocolError("busy", f"the server is at its limit of {limit} sessions; try again later", True)
+        if self.server.overload.level >= 3:
+            self.server.metrics.sessions_refused.labels("overload").inc()
+            raise ProtocolError("busy", "the server is overloaded; try again in a moment", True)
         cfg = profile_config(self.server.config, msg.get("profile", self.server.config.profile))
         options = cfg.session_options()
         for key in ("source_lang", "target_lang"):
@@ -223,9 +298,12 @@ class Connection:
                 options[key] = msg[key]
         self.server.sessions[self.id] = self
         self.server.sessions_total += 1
+        self.server.metrics.sessions_total.inc()
+        self.started = time.monotonic()
         self.peer = PeerSession(cfg, self.server.engine, self.send, self.id, options)
         self._has_peer.set()
         answer = await self.peer.answer(msg["sdp"])
+        self.peer.set_load_level(self.server.overload.level)
         self.send(
             {
                 "type": "answer",
@@ -236,7 +314,7 @@ class Connection:
             }
         )
         self.send({"type": "state", "state": "listening"})
-        log.info("session %s started (engine %s, profile %s)", self.id, self.server.engine.name, cfg.profile)
+        events.info(kv(event="start", session=self.id, engine=self.server.engine.name, profile=cfg.profile))
 
     async def close(self, reason: str) -> None:
         if self._closed:
@@ -245,5 +323,9 @@ class Connection:
         self.server.sessions.pop(self.id, None)
         if self.peer is not None:
             await self.peer.close()
+            self.server.metrics.retire(self.peer)
+            events.info(
+                kv(event="end", session=self.id, reason=reason, duration_s=round(time.monotonic() - self.started, 1))
+            )
         with contextlib.suppress(Exception):
             await self.ws.close(1000, reason[:100])

@@ -65,6 +65,9 @@ EngineEvent = TranscriptDelta | TextDelta | SpeechFrame | ToolCall | TurnEnd | E
 
 
 class EngineSession(Protocol):
+    # Set under overload: answer new turns in text only (no speech).
+    text_only: bool
+
     def feed(self, chunk: AlignedChunk) -> None: ...
 
     def send_text(self, text: str) -> None: ...

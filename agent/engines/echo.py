@@ -52,6 +52,7 @@ class EchoSession:
         self._pre_roll: list[np.ndarray] = []  # ticks just before the start was confirmed
         self._frame_index = 0
         self._replying = False
+        self.text_only = False
 
     def feed(self, chunk: AlignedChunk) -> None:
         if self.mode == "stream":
@@ -93,6 +94,8 @@ class EchoSession:
         self.outbox.put(TranscriptDelta("assistant", text, True))
         up = StreamResampler(INPUT_RATE, OUTPUT_RATE, quality="HQ")
         pcm = np.concatenate((up.process(utterance), up.process(np.zeros(0, np.float32), last=True)))
+        if self.text_only:
+            pcm = pcm[:0]
         for index, start in enumerate(range(0, pcm.size, OUTPUT_SAMPLES_PER_FRAME)):
             self.outbox.put(SpeechFrame(pcm[start : start + OUTPUT_SAMPLES_PER_FRAME], index))
         self.outbox.put(TurnEnd())

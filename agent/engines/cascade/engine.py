@@ -124,6 +124,7 @@ class CascadeSession:
         self._turn = 0  # bumps at each user turn start: stale partials are dropped
         self._speculated = False  # the last turn's answer was made during the pause
         self._segment = 0
+        self.text_only = False
 
     # ---- input ----
 

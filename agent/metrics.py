@@ -1,0 +1,135 @@
+"""Prometheus metrics for one server process.
+
+Labels are bounded (stage, kind, level): never a session id. Per-session
+counters (aligner, rings, output) live in the sessions' sans-I/O objects;
+a collector sums them at scrape time over live sessions plus the totals
+of ended ones, so nothing is counted twice and nothing is lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from agent.peer import PeerSession
+
+LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
+STAGES = ("endpoint", "first_text", "first_audio", "voice_to_voice")
+ALIGNER_COUNTERS = (
+    "audio_samples_dropped",
+    "audio_samples_filled",
+    "audio_reordered",
+    "audio_resets",
+    "audio_garbage_samples",
+    "video_frames",
+    "video_dropped",
+    "video_repeated",
+    "video_blended",
+    "video_missing",
+    "video_resyncs",
+    "video_duplicates",
+    "video_late",
+)
+
+
+def session_counts(peer: PeerSession) -> dict[str, float]:
+    """What one session has counted so far, flattened."""
+    out: dict[str, float] = {f"aligner_{k}": getattr(peer.aligner.stats, k) for k in ALIGNER_COUNTERS}
+    s = peer.session
+    if s is not None:
+        for kind, ring in (("audio", s.queue.audio), ("video", s.queue.video)):
+            out[f"ring_{kind}_dropped"] = ring.stats.dropped
+        out["ring_video_shed"] = s.queue.video_shed
+        out["output_underruns"] = s.framer.stats.underruns
+        out["output_dropped_samples"] = s.framer.stats.dropped_samples
+        out["output_flushed_samples"] = s.framer.stats.flushed_samples
+        out["output_frames"] = s.framer.stats.frames
+    return out
+
+
+class ServerMetrics:
+    def __init__(self, live: Callable[[], Iterable[PeerSession]]) -> None:
+        self.registry = CollectorRegistry()
+        self._live = live
+        self._retired: dict[str, float] = {}
+        r = self.registry
+        self.sessions_total = Counter("omni_sessions", "Sessions started", registry=r)
+        self.sessions_refused = Counter("omni_sessions_refused", "Offers refused", ["reason"], registry=r)
+        self.latency = Histogram(
+            "omni_turn_latency_seconds", "Per-turn latency by stage", ["stage"], buckets=LATENCY_BUCKETS, registry=r
+        )
+        self.loop_lag = Histogram(
+            "omni_event_loop_lag_seconds",
+            "How late the event loop woke a 100 ms timer",
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
+            registry=r,
+        )
+        self.engine_jobs = Histogram(
+            "omni_engine_batch_size",
+            "Engine work items run together (in flight at once)",
+            buckets=(1, 2, 4, 8, 16, 32),
+            registry=r,
+        )
+        self.overload_level = Gauge("omni_overload_level", "0 normal, 1 shed video, 2 text only, 3 refuse", registry=r)
+        self.overload_transitions = Counter("omni_overload_transitions", "Overload level changes", registry=r)
+        self.errors = Counter("omni_errors", "Error messages sent to clients", ["code"], registry=r)
+        r.register(_SessionCollector(self))
+
+    def retire(self, peer: PeerSession) -> None:
+        """A session ended: keep its counts in the totals."""
+        for k, v in session_counts(peer).items():
+            self._retired[k] = self._retired.get(k, 0) + v
+
+    def observe_turn(self, msg: dict[str, float | None]) -> None:
+        for stage in STAGES[:3]:
+            value = msg.get(f"{stage}_ms")
+            if isinstance(value, int | float):
+                self.latency.labels(stage).observe(value / 1000)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _SessionCollector(Collector):
+    def __init__(self, metrics: ServerMetrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterable[CounterMetricFamily | GaugeMetricFamily]:
+        live = list(self.metrics._live())
+        totals = dict(self.metrics._retired)
+        audio_depth = video_depth = 0
+        for peer in live:
+            for k, v in session_counts(peer).items():
+                totals[k] = totals.get(k, 0) + v
+            if peer.session is not None:
+                audio_depth += len(peer.session.queue.audio)
+                video_depth += len(peer.session.queue.video)
+        yield GaugeMetricFamily("omni_sessions_live", "Sessions now", value=len(live))
+        occupancy = GaugeMetricFamily("omni_ring_occupancy", "Items queued, summed over sessions", labels=["kind"])
+        occupancy.add_metric(["audio"], audio_depth)
+        occupancy.add_metric(["video"], video_depth)
+        yield occupancy
+        drops = CounterMetricFamily("omni_ring_drops", "Items dropped from the rings", labels=["kind"])
+        drops.add_metric(["audio"], totals.get("ring_audio_dropped", 0))
+        drops.add_metric(["video"], totals.get("ring_video_dropped", 0))
+        drops.add_metric(["video_shed"], totals.get("ring_video_shed", 0))
+        yield drops
+        aligner = CounterMetricFamily("omni_aligner_events", "Aligner decisions", labels=["event"])
+        for k in ALIGNER_COUNTERS:
+            aligner.add_metric([k], totals.get(f"aligner_{k}", 0))
+        yield aligner
+        yield CounterMetricFamily(
+            "omni_output_underruns", "20 ms output frames that ran short", value=totals.get("output_underruns", 0)
+        )
+        yield CounterMetricFamily(
+            "omni_output_frames", "20 ms output frames sent", value=totals.get("output_frames", 0)
+        )
+        out_drop = CounterMetricFamily("omni_output_samples_dropped", "Output samples cut", labels=["why"])
+        out_drop.add_metric(["backlog"], totals.get("output_dropped_samples", 0))
+        out_drop.add_metric(["barge_in"], totals.get("output_flushed_samples", 0))
+        yield out_drop

@@ -1,0 +1,56 @@
+"""/metrics parses with the Prometheus text parser, and its counters move with a real session."""
+
+import asyncio
+import urllib.request
+
+import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
+
+from agent.client import RATE, AgentClient, CameraTrack
+from tests.agent.conftest import make_config, running, ws_url
+
+
+def scrape(server) -> dict[tuple[str, tuple], float]:
+    body = urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5).read().decode()
+    out = {}
+    for family in text_string_to_metric_families(body):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def tone(seconds=0.6):
+    t = np.arange(int(seconds * RATE)) / RATE
+    return (0.4 * np.sin(2 * np.pi * 300 * t)).astype(np.float32)
+
+
+async def test_metrics_move_with_a_real_session():
+    async with running(make_config("echo", "turn")) as server:
+        before = await asyncio.to_thread(scrape, server)
+        assert before[("omni_sessions_live", ())] == 0
+        client = AgentClient(ws_url(server), video=CameraTrack(fps=10, size=(160, 120)))
+        await client.connect()
+        await asyncio.sleep(0.5)
+        start = len(client.messages)
+        client.mic.play(tone())
+        await client.wait_for(lambda m: m["type"] == "metrics", 10, start)
+        await client.send({"type": "client_metrics", "voice_to_voice_ms": 640})
+        await asyncio.sleep(0.3)
+        during = await asyncio.to_thread(scrape, server)
+        await client.close()
+        await asyncio.sleep(0.3)
+        after = await asyncio.to_thread(scrape, server)
+    assert during[("omni_sessions_live", ())] == 1
+    assert during[("omni_sessions_total", ())] == before[("omni_sessions_total", ())] + 1
+    assert during[("omni_output_frames_total", ())] > 50
+    assert during[("omni_aligner_events_total", (("event", "video_frames"),))] > 0
+    assert during[("omni_event_loop_lag_seconds_count", ())] > 0
+    for stage in ("endpoint", "first_audio", "voice_to_voice"):
+        assert during[("omni_turn_latency_seconds_count", (("stage", stage),))] == 1, stage
+    assert during[("omni_turn_latency_seconds_sum", (("stage", "voice_to_voice"),))] == 0.64
+    # the session ended: it is no longer live, and what it counted is kept
+    assert after[("omni_sessions_live", ())] == 0
+    assert after[("omni_output_frames_total", ())] >= during[("omni_output_frames_total", ())]
+    assert after[("omni_overload_level", ())] == 0
+    # labels stay bounded: no session ids anywhere
+    assert not any(client.answer["session"] in str(k) for k in after)

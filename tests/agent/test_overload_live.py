@@ -1,0 +1,99 @@
+"""The overload policy on a real server with an artificially slow engine."""
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from agent.client import RATE, AgentClient, CameraTrack
+from agent.engines.base import SpeechFrame
+from agent.engines.echo import EchoEngine
+from agent.server import AgentServer
+from tests.agent.conftest import make_config, ws_url
+
+
+class SlowEcho(EchoEngine):
+    """Echo (turn mode) that waits `delay` seconds before each reply's first frame."""
+
+    delay = 0.0
+
+    async def open_session(self, profile, options=None):
+        session = await super().open_session(profile, options)
+        events, engine = session.events, self
+
+        async def slow():
+            async for ev in events():
+                if isinstance(ev, SpeechFrame) and ev.index == 0 and engine.delay:
+                    await asyncio.sleep(engine.delay)
+                yield ev
+
+        session.events = slow
+        return session
+
+
+def burst():
+    t = np.arange(int(0.5 * RATE)) / RATE
+    return (0.4 * np.sin(2 * np.pi * 300 * t)).astype(np.float32)
+
+
+async def talk(client, stop):
+    """Say something every 1.5 s until told to stop."""
+    while not stop.is_set():
+        client.mic.play(burst())
+        await asyncio.sleep(1.5)
+
+
+async def wait_level(server, level, timeout):
+    for _ in range(int(timeout / 0.05)):
+        if server.overload.level == level:
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
+async def test_sheds_video_then_text_only_then_refuses_then_recovers():
+    cfg = make_config("echo", "turn")
+    cfg.engine.end_silence_ms = 320
+    o = cfg.overload
+    o.first_audio_p95_ms, o.escalate_s, o.recover_s, o.window_s = 300, 0.8, 1.0, 4.0
+    o.loop_lag_p95_ms = 10_000  # only the slow engine should drive it here
+    engine = SlowEcho("turn", end_silence_ms=320)
+    engine.delay = 1.0
+    server = AgentServer(cfg, engine=engine)
+    await server.start()
+    stop = asyncio.Event()
+    try:
+        client = AgentClient(ws_url(server), video=CameraTrack(fps=10, size=(160, 120)))
+        await client.connect()
+        session = server.sessions[client.answer["session"]].peer.session
+        talking = asyncio.create_task(talk(client, stop))
+        assert await wait_level(server, 1, 15), "video was not shed"
+        assert session.queue.shed_video
+        shed_before = session.queue.video_shed
+        await asyncio.sleep(0.5)
+        assert session.queue.video_shed > shed_before  # video really is dropped now
+        assert await wait_level(server, 2, 5), "did not go text-only"
+        assert server.sessions[client.answer["session"]].peer.engine_session.text_only
+        assert await wait_level(server, 3, 5), "did not start refusing"
+        refused = AgentClient(ws_url(server))
+        with pytest.raises(RuntimeError, match="overloaded"):
+            await refused.connect()
+        await refused.close()
+        # text-only turns: transcripts go on, speech does not
+        start = len(client.messages)
+        await client.wait_for(lambda m: m["type"] == "metrics", 10, start)
+        assert next(m for m in client.messages[start:] if m["type"] == "metrics")["first_audio_ms"] is None
+        # the load falls: the server steps back down to normal
+        engine.delay = 0.0
+        assert await wait_level(server, 0, 20), f"did not recover (level {server.overload.level})"
+        assert not session.queue.shed_video
+        stop.set()
+        await talking
+        gaps = np.diff(np.array(client.received.times))
+        assert gaps.max() < 0.1, f"audio stalled for {gaps.max() * 1000:.0f} ms on the way"
+        health = server.metrics.render().decode()
+        assert "omni_overload_transitions_total 6.0" in health
+        await client.close()
+    finally:
+        stop.set()
+        await server.close()

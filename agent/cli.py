@@ -78,7 +78,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="omni-agent", description="A real-time voice and video agent.")
     sub = parser.add_subparsers(dest="command", required=True)
     _serve_args(sub)
+    bench = sub.add_parser("bench", help="voice-to-voice latency under load: table, JSON and PNG")
+    from agent.bench import add_args
+
+    add_args(bench)
     args = parser.parse_args(argv)
+    if args.command == "bench":
+        logging.basicConfig(level="WARNING")
+        from agent.bench import run
+
+        return run(args)
     try:
         cfg = build_config(args)
     except ConfigError as exc:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -58,6 +58,7 @@ class ServerMetrics:
         self._live = live
         self._retired: dict[str, float] = {}
         r = self.registry
+        ProcessCollector(registry=r)  # CPU seconds and resident memory, for bench and dashboards
         self.sessions_total = Counter("omni_sessions", "Sessions started", registry=r)
         self.sessions_refused = Counter("omni_sessions_refused", "Offers refused", ["reason"], registry=r)
         self.latency = Histogram(

@@ -145,6 +145,7 @@ class AgentServer:
                 "status": "ok",
                 "version": __version__,
                 "engine": self.engine.name,
+                "engine_mode": getattr(self.engine, "mode", None),
                 "sessions": len(self.sessions),
                 "sessions_total": self.sessions_total,
                 "uptime_s": round(time.monotonic() - self.started, 1),

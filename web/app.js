@@ -107,6 +107,34 @@ function caption(msg) {
   if (msg.notice) { $("caption-notice").hidden = false; $("caption-notice").textContent = msg.notice; }
 }
 
+// ---- a small live chart of the recent turns ----
+
+const recentTurns = [];
+
+function drawChart() {
+  const canvas = $("chart");
+  canvas.width = canvas.clientWidth || 200; // draw at the size shown: crisp text
+  const ctx = canvas.getContext("2d");
+  const w = canvas.width, h = canvas.height;
+  ctx.clearRect(0, 0, w, h);
+  if (!recentTurns.length) return;
+  const total = (t) => (t.endpoint_ms || 0) + (t.first_audio_ms || 0);
+  const max = Math.max(500, ...recentTurns.map(total));
+  const bw = w / 20;
+  recentTurns.forEach((t, i) => {
+    const x = i * bw + 1;
+    const e = ((t.endpoint_ms || 0) / max) * (h - 12);
+    const a = ((t.first_audio_ms || 0) / max) * (h - 12);
+    ctx.fillStyle = "#5b6b7a";
+    ctx.fillRect(x, h - e, bw - 2, e);
+    ctx.fillStyle = "#4da3ff";
+    ctx.fillRect(x, h - e - a, bw - 2, a);
+  });
+  ctx.fillStyle = "#8b97a3";
+  ctx.font = "10px system-ui";
+  ctx.fillText(`${Math.round(max)} ms`, 2, 10);
+}
+
 function fmt(ms) { return ms === null || ms === undefined ? "–" : `${Math.round(ms)} ms`; }
 
 // ---- levels: mic and agent audio, for the voice-to-voice figure ----
@@ -180,6 +208,10 @@ function onMessage(ev) {
       $("m-endpoint").textContent = fmt(msg.endpoint_ms);
       $("m-text").textContent = fmt(msg.first_text_ms);
       $("m-audio").textContent = fmt(msg.first_audio_ms);
+      recentTurns.push(msg);
+      if (recentTurns.length > 20) recentTurns.shift();
+      omni.chartTurns = recentTurns.length;
+      drawChart();
       break;
     case "tool":
       if (msg.result && msg.result.state) showCar(msg.result.state);

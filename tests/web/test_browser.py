@@ -116,6 +116,7 @@ def test_page_talks_to_echo_agent(echo_url, tmp_path):
         # the figures of the turn are shown
         page.wait_for_function("document.getElementById('m-audio').textContent !== '–'", timeout=5_000)
         assert re.match(r"\d+ ms", page.locator("#m-endpoint").inner_text())
+        assert page.evaluate("window.omni.chartTurns") >= 1  # the recent-turns chart drew this turn
         Path("results").mkdir(exist_ok=True)
         page.screenshot(path="results/page-echo.png", full_page=True)
         page.click("#connect")  # hang up

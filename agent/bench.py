@@ -1,0 +1,281 @@
+"""`omni-agent bench`: voice-to-voice latency under load, measured at the client.
+
+Starts a server (or targets one with --url), then for each level N runs N
+concurrent aiortc clients. Each speaks a set of utterances (speech made
+offline with the bundled hibari voice; clicks for the echo stream) with
+audio and, optionally, a camera, and measures: voice-to-voice latency per
+turn (last voiced sample sent to first reply sample received), underruns
+and continuity of the returned audio, and the server's CPU and memory.
+Prints progress and a table, writes JSON and draws a PNG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from agent.client import RATE, AgentClient, CameraTrack
+from agent.ice import set_host_addresses
+from media.pcm import StreamResampler
+
+UTTERANCES = ["What time is it?", "What can you do?", "Can you see me?", "Hello there.", "What did I say?"]
+
+
+@dataclass
+class Clip:
+    text: str
+    audio: np.ndarray  # 48 kHz mono float32
+    last_voiced: int  # sample index
+
+
+def make_clips(click: bool) -> list[Clip]:
+    if click:
+        n = RATE // 100
+        audio = (0.8 * np.sin(np.arange(n) * 2 * np.pi * 1000 / RATE)).astype(np.float32)
+        return [Clip("click", audio, 0)]
+    from agent.engines.cascade.models import Synthesizer
+
+    tts = Synthesizer()
+    clips = []
+    for text in UTTERANCES:
+        speech = np.concatenate(list(tts.stream(text)))
+        rs = StreamResampler(tts.rate, RATE, quality="HQ")
+        audio = np.concatenate([rs.process(speech), rs.process(np.zeros(0, np.float32), last=True)])
+        audio = np.concatenate([np.zeros(RATE // 5, np.float32), audio * 0.8, np.zeros(RATE // 10, np.float32)])
+        clips.append(Clip(text, audio, int(np.flatnonzero(np.abs(audio) > 0.01)[-1])))
+    return clips
+
+
+@dataclass
+class ClientResult:
+    latencies_ms: list[float] = field(default_factory=list)
+    lost: int = 0
+    underruns: int = 0  # gaps of more than 60 ms between received 20 ms frames
+    continuity: float = 0.0  # audio received / wall time it spanned
+
+
+async def run_client(url: str, clips: list[Clip], turns: int, video: bool, offset: float, click: bool) -> ClientResult:
+    client = AgentClient(url, video=CameraTrack(fps=10, size=(640, 480)) if video else None)
+    result = ClientResult()
+    try:
+        await client.connect(timeout=20)
+        await asyncio.sleep(1.0 + offset)
+        for i in range(turns):
+            clip = clips[i % len(clips)]
+            start = len(client.messages)
+            ident = client.mic.play(clip.audio)
+            if click:
+                await asyncio.sleep(0.5)
+            else:
+                try:
+                    await client.wait_for(lambda m: m["type"] == "metrics", 30, start)
+                except TimeoutError:
+                    result.lost += 1
+                    continue
+                await asyncio.sleep(0.3)
+            t_end = client.mic.sent_at[ident] + clip.last_voiced / RATE
+            heard = client.received.first_loud_after(t_end, threshold=0.1 if click else 0.02)
+            if heard is None:
+                result.lost += 1
+            else:
+                result.latencies_ms.append((heard - t_end) * 1000)
+            if not click:
+                await client.wait_for(lambda m: m.get("state") == "listening", 30, start)
+                await asyncio.sleep(0.3)
+        times = np.array(client.received.times)
+        if times.size > 2:
+            result.underruns = int((np.diff(times) > 0.06).sum())
+            result.continuity = float(times.size * 0.02 / (times[-1] - times[0] + 0.02))
+    finally:
+        await client.close()
+    return result
+
+
+def percentiles(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"p50": None, "p95": None, "p99": None}
+    a = np.array(values)
+    return {f"p{q}": float(np.percentile(a, q)) for q in (50, 95, 99)}
+
+
+def scrape_process(http: str) -> dict[str, float]:
+    body = urllib.request.urlopen(f"{http}/metrics", timeout=5).read().decode()
+    out = {}
+    for name in ("process_cpu_seconds_total", "process_resident_memory_bytes"):
+        m = re.search(rf"^{name} (\S+)$", body, re.M)
+        if m:
+            out[name] = float(m.group(1))
+    return out
+
+
+async def run_level(url: str, http: str, n: int, clips: list[Clip], turns: int, video: bool, click: bool) -> dict:
+    before, t0 = scrape_process(http), time.monotonic()
+    results = await asyncio.gather(
+        *(run_client(url, clips, turns, video, i * 0.4 / max(1, n), click) for i in range(n)),
+        return_exceptions=True,
+    )
+    wall = time.monotonic() - t0
+    after = scrape_process(http)
+    ok = [r for r in results if isinstance(r, ClientResult)]
+    failed = [repr(r) for r in results if not isinstance(r, ClientResult)]
+    samples = [x for r in ok for x in r.latencies_ms]
+    cpu = (after.get("process_cpu_seconds_total", 0) - before.get("process_cpu_seconds_total", 0)) / wall
+    return {
+        "sessions": n,
+        "turns": len(samples),
+        "lost": sum(r.lost for r in ok),
+        "failed_sessions": failed,
+        "underruns": sum(r.underruns for r in ok),
+        "continuity_min": min((r.continuity for r in ok), default=0.0),
+        **{f"{k}_ms": v for k, v in percentiles(samples).items()},
+        "server_cpu_pct": 100 * cpu,
+        "server_rss_mb": after.get("process_resident_memory_bytes", 0) / 2**20,
+        "samples_ms": [round(x, 2) for x in samples],
+    }
+
+
+def start_server(engine: str, mode: str | None, max_sessions: int) -> tuple[subprocess.Popen[str], str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "agent.cli",
+        "serve",
+        "--engine",
+        engine,
+        "--port",
+        "0",
+        "--host-address",
+        "127.0.0.1",
+        "--max-sessions",
+        str(max_sessions),
+        "--log-level",
+        "warning",
+    ]
+    if mode:
+        cmd += ["--mode", mode]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    for _ in range(50):
+        line = proc.stdout.readline()
+        if m := re.search(r"open (http://[\d.:]+)/", line):
+            return proc, m.group(1)
+        if not line and proc.poll() is not None:
+            break
+    proc.kill()
+    raise RuntimeError("the server did not start")
+
+
+def draw(rows: list[dict], title: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    ns = [r["sessions"] for r in rows]
+    for q, style in (("p50", "o-"), ("p95", "s--"), ("p99", "^:")):
+        ax1.plot(ns, [r[f"{q}_ms"] or np.nan for r in rows], style, label=q)
+    ax1.set(xlabel="concurrent sessions", ylabel="voice-to-voice latency (ms)", title="Latency percentiles")
+    ax1.set_xticks(ns)
+    ax1.grid(alpha=0.3)
+    ax1.legend()
+    for r in rows:
+        s = np.sort(r["samples_ms"])
+        if s.size:
+            ax2.plot(s, np.arange(1, s.size + 1) / s.size, label=f"{r['sessions']} sessions")
+    ax2.set(xlabel="voice-to-voice latency (ms)", ylabel="fraction of turns", title="CDF")
+    ax2.grid(alpha=0.3)
+    ax2.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--url", help="target a running server (http://host:port); default: start one here")
+    p.add_argument("--engine", default="echo", choices=["echo", "cascade"], help="engine of the server started here")
+    p.add_argument("--sessions", type=int, nargs="+", default=[1, 4, 8], help="levels of concurrent sessions")
+    p.add_argument("--ramp", help="levels as START:STOP:STEP instead of --sessions")
+    p.add_argument("--turns", type=int, default=10, help="turns (utterances or clicks) per session")
+    p.add_argument("--video", action="store_true", help="send a 640x480 10 fps camera too")
+    p.add_argument("--out", type=Path, default=Path("results/bench"), help="prefix of the JSON and PNG written")
+
+
+def run(args: argparse.Namespace) -> int:
+    levels = args.sessions
+    if args.ramp:
+        a, b, c = (int(x) for x in args.ramp.split(":"))
+        levels = list(range(a, b + 1, c))
+    set_host_addresses(["127.0.0.1"])
+    proc = None
+    if args.url:
+        http = args.url.rstrip("/")
+        info = json.loads(urllib.request.urlopen(f"{http}/healthz", timeout=5).read())
+        engine, mode = info["engine"], info.get("engine_mode")
+    else:
+        engine, mode = args.engine, ("stream" if args.engine == "echo" else None)
+        print(f"bench: starting omni-agent serve --engine {engine} ...", flush=True)
+        proc, http = start_server(engine, mode, max(levels))
+    click = engine == "echo" and mode == "stream"
+    url = http.replace("http", "ws", 1) + "/ws"
+    what = "clicks" if click else "spoken questions"
+    print(
+        f"bench: {engine} at {http}; levels {levels}; {args.turns} {what} per session"
+        f"{' with video' if args.video else ''}",
+        flush=True,
+    )
+    clips = make_clips(click)
+    rows = []
+    try:
+        for n in levels:
+            print(f"bench: {n} session(s) ...", flush=True)
+            row = asyncio.run(run_level(url, http, n, clips, args.turns, args.video, click))
+            rows.append(row)
+            p = {k: row[f"{k}_ms"] for k in ("p50", "p95", "p99")}
+            shown = " ".join(f"{k} {v:.0f} ms" if v is not None else f"{k} -" for k, v in p.items())
+            print(
+                f"bench:   {n} sessions: {row['turns']} turns, {shown}, lost {row['lost']}, "
+                f"underruns {row['underruns']}, server CPU {row['server_cpu_pct']:.0f} %",
+                flush=True,
+            )
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(15)
+    print("\n| sessions | turns | p50 ms | p95 ms | p99 ms | lost | underruns | continuity | server CPU % | RSS MB |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        f = [f"{r[k]:.0f}" if r[k] is not None else "-" for k in ("p50_ms", "p95_ms", "p99_ms")]
+        print(
+            f"| {r['sessions']} | {r['turns']} | {' | '.join(f)} | {r['lost']} | {r['underruns']} "
+            f"| {r['continuity_min']:.3f} | {r['server_cpu_pct']:.0f} | {r['server_rss_mb']:.0f} |"
+        )
+    result = {
+        "benchmark": "omni-agent bench",
+        "engine": engine,
+        "mode": mode,
+        "video": args.video,
+        "measure": "click round trip" if click else "voice to voice",
+        "machine": f"{platform.machine()} {os.cpu_count()} cores",
+        "levels": rows,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    json_path, png_path = args.out.with_suffix(".json"), args.out.with_suffix(".png")
+    json_path.write_text(json.dumps(result, indent=2))
+    draw(rows, f"omni-agent bench: {engine}{' + video' if args.video else ''} ({result['measure']})", png_path)
+    print(f"bench: wrote {json_path} and {png_path}")
+    return 0 if all(r["turns"] for r in rows) else 1

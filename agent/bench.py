@@ -87,7 +87,7 @@ async def run_client(url: str, clips: list[Clip], turns: int, video: bool, offse
                 await asyncio.sleep(0.3)
             t_end = client.mic.sent_at[ident] + clip.last_voiced / RATE
             heard = client.received.first_loud_after(t_end, threshold=0.1 if click else 0.02)
-            if heard is None:
+            if heard is None or heard - t_end < 0.01:  # nothing, or an earlier reply still playing
                 result.lost += 1
             else:
                 result.latencies_ms.append((heard - t_end) * 1000)

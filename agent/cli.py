@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 
@@ -25,6 +26,15 @@ def _serve_args(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ice-server", action="append", default=None, help="a STUN/TURN URL; repeatable")
     p.add_argument("--host-address", action="append", default=None, help="offer only these host candidates; repeatable")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--token", help="a shared token required in every offer (or set OMNI_AGENT_TOKEN)")
+    p.add_argument("--cert", help="TLS certificate (PEM); with --key serves https and wss")
+    p.add_argument("--key", help="TLS private key (PEM)")
+    p.add_argument(
+        "--self-signed",
+        action="store_true",
+        help="make (once) and use a certificate for this machine: https for phones",
+    )
+    p.add_argument("--transcripts", help="folder for session transcripts (JSON lines); '' turns them off")
 
 
 def build_config(args: argparse.Namespace) -> Config:
@@ -53,6 +63,21 @@ def build_config(args: argparse.Namespace) -> Config:
         cfg.ice.host_addresses = args.host_address
     if args.log_level is not None:
         cfg.log_level = args.log_level
+    if args.token is not None:
+        cfg.server.token = args.token
+    if bool(args.cert) != bool(args.key):
+        raise ConfigError("--cert and --key go together")
+    if args.cert:
+        cfg.server.cert, cfg.server.key = args.cert, args.key
+    if args.self_signed:
+        from pathlib import Path
+
+        from agent.access import self_signed
+
+        folder = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "omni-agent" / "tls"
+        cfg.server.cert, cfg.server.key = self_signed(folder)
+    if args.transcripts is not None:
+        cfg.server.transcripts_dir = args.transcripts
     return cfg
 
 
@@ -70,8 +95,9 @@ async def serve(cfg: Config) -> None:
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     await stop.wait()
-    print("omni-agent: stopping", flush=True)
-    await server.close()
+    grace = cfg.server.shutdown_grace_s
+    print(f"omni-agent: stopping (live sessions get {grace:g} s to finish)", flush=True)
+    await server.shutdown(grace)
 
 
 def main(argv: list[str] | None = None) -> int:

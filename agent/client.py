@@ -154,6 +154,7 @@ class AgentClient:
         self.url = url
         self.jitter_prefetch = jitter_prefetch
         self.target_lang: str | None = None
+        self.token: str | None = None
         self.profile = profile
         self.mic = MicrophoneTrack()
         self.camera = video
@@ -179,6 +180,8 @@ class AgentClient:
         offer = {"type": "offer", "sdp": pc.localDescription.sdp, "profile": self.profile}
         if self.target_lang:
             offer["target_lang"] = self.target_lang
+        if self.token is not None:
+            offer["token"] = self.token
         await self.ws.send(json.dumps(offer))
         self._tasks.append(asyncio.create_task(self._read()))
         self.answer = await self.wait_for(lambda m: m["type"] in ("answer", "error"), timeout)

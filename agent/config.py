@@ -21,6 +21,12 @@ class ConfigError(ValueError):
     pass
 
 
+def _transcripts_default() -> str:
+    from agent.transcripts import default_dir
+
+    return default_dir()
+
+
 @dataclass
 class ServerConfig:
     host: str = "127.0.0.1"
@@ -29,7 +35,18 @@ class ServerConfig:
     max_message_bytes: int = 64 * 1024
     max_sdp_bytes: int = 32 * 1024
     max_m_lines: int = 4
+    messages_per_second: float = 20.0  # per session, with bursts of twice that
+    max_session_s: float = 3600.0  # a session ends after this long
+    shutdown_grace_s: float = 5.0  # on SIGTERM, live sessions get this long to finish
     web_dir: str = str(Path(__file__).resolve().parent.parent / "web")
+    # access: a shared token required in the offer (or OMNI_AGENT_TOKEN); origins
+    # allowed besides same-origin and this machine's pages; TLS certificate and key
+    token: str = ""
+    allowed_origins: list[str] = field(default_factory=list)
+    cert: str = ""
+    key: str = ""
+    # one JSON-lines file per session; "" turns transcripts off
+    transcripts_dir: str = field(default_factory=lambda: _transcripts_default())
 
 
 @dataclass
@@ -56,6 +73,8 @@ class MediaConfig:
     # A session whose audio stops (a dead track, a vanished client, ICE gone)
     # ends after this long; also the limit for the connection to come up.
     audio_timeout_s: float = 10.0
+    max_video_pixels: int = 1920 * 1088  # larger frames end the session with an error
+    turn_deadline_s: float = 30.0  # an engine that has not finished a turn by then is stopped
 
 
 @dataclass

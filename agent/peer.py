@@ -40,13 +40,15 @@ class PeerSession:
         self.ended = asyncio.Event()
         self.end_reason = ""
         self.pc: RTCPeerConnection | None = None
-        self.aligner = FrameAligner(AlignerConfig(video_fps=config.media.video_fps), to_image=to_rgb)
+        self.aligner = FrameAligner(
+            AlignerConfig(video_fps=config.media.video_fps, max_video_pixels=config.media.max_video_pixels), to_rgb
+        )
         self.session: ThinkerTalkerSession | None = None
         self.engine_session: EngineSession | None = None
         self.outbound: OutboundAudioTrack | None = None
         self.tasks: list[asyncio.Task[Any]] = []
         self.has_video = False
-        self.last_audio = time.monotonic()
+        self.last_audio = self.started = time.monotonic()
         self._closed = False
 
     async def answer(self, sdp: str) -> str:
@@ -88,11 +90,15 @@ class PeerSession:
 
     async def _watchdog(self) -> None:
         limit = self.config.media.audio_timeout_s
+        longest = self.config.server.max_session_s
         while True:
             await asyncio.sleep(min(0.5, limit / 4))
-            silent = time.monotonic() - self.last_audio
-            if silent > limit:
-                self.fail("bad_request", f"no audio arrived for {silent:.1f} s; ending the session")
+            now = time.monotonic()
+            if now - self.last_audio > limit:
+                self.fail("timeout", f"no audio arrived for {now - self.last_audio:.1f} s; ending the session")
+                return
+            if now - self.started > longest:
+                self.fail("timeout", f"sessions last at most {longest:g} s; this one has ended")
                 return
 
     def _on_audio(self, frame: Any) -> None:
@@ -107,6 +113,10 @@ class PeerSession:
             self.session.push_chunk(chunk)
 
     def _on_video(self, frame: Any) -> None:
+        limit = self.config.media.max_video_pixels
+        if frame.width * frame.height > limit:
+            self.fail("bad_request", f"video of {frame.width}x{frame.height} is larger than allowed ({limit} pixels)")
+            return
         try:
             self.aligner.push_video(video_input(frame))
         except MediaError as exc:

@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import mimetypes
+import os
 import secrets
 import time
 from http import HTTPStatus
@@ -24,14 +25,17 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from agent import __version__
+from agent.access import origin_ok, ssl_context, token_ok
 from agent.config import Config, profile_config
 from agent.engines import make_engine
 from agent.engines.base import Engine
 from agent.ice import set_host_addresses
+from agent.limits import TokenBucket
 from agent.metrics import ServerMetrics
 from agent.overload import LEVELS, OverloadConfig, OverloadPolicy
 from agent.peer import PeerSession
 from agent.protocol import Limits, ProtocolError, parse_message
+from agent.transcripts import TranscriptLog
 
 log = logging.getLogger(__name__)
 events = logging.getLogger("omni")  # one structured line per session start/end and per turn
@@ -73,6 +77,9 @@ class AgentServer:
             )
         )
         set_host_addresses(config.ice.host_addresses)
+        self.token = config.server.token or os.environ.get("OMNI_AGENT_TOKEN", "")
+        self.ssl = ssl_context(config.server.cert, config.server.key) if config.server.cert else None
+        self.accepting = True
 
     async def start(self) -> None:
         self._server = await serve(
@@ -84,6 +91,7 @@ class AgentServer:
             max_queue=16,
             # a client that stops answering must not hold up its session's end
             close_timeout=1.0,
+            ssl=self.ssl,
         )
         self._monitor = asyncio.get_running_loop().create_task(self._watch_load(), name="load-monitor")
 
@@ -121,7 +129,24 @@ class AgentServer:
     def url(self) -> str:
         host = self.config.server.host
         shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
-        return f"http://{shown}:{self.port}/"
+        return f"{'https' if self.ssl else 'http'}://{shown}:{self.port}/"
+
+    async def shutdown(self, grace: float) -> None:
+        """Stop accepting, tell live sessions, give them `grace` seconds to end, then close."""
+        self.accepting = False
+        if self._server is not None:
+            self._server.close(close_connections=False)
+        live = list(self.sessions.values())
+        events.info(kv(event="shutdown", sessions=len(live), grace_s=grace))
+        for conn in live:
+            conn.send(
+                {"type": "error", "code": "busy", "message": f"the server is shutting down; ending in {grace:g} s"}
+            )
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        while self.sessions and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        await self.close()
 
     async def close(self) -> None:
         if self._monitor is not None:
@@ -195,11 +220,14 @@ class Connection:
         self._has_peer = asyncio.Event()
         self._closed = False
         self.started = time.monotonic()
+        self.transcript: TranscriptLog | None = None
 
     def send(self, msg: dict[str, Any]) -> None:
         if self._closed:
             return
         kind = msg.get("type")
+        if self.transcript is not None:
+            self.transcript.record(msg)
         if kind == "metrics":
             self._turn_done(msg)
         elif kind == "error":
@@ -222,6 +250,14 @@ class Connection:
 
     async def run(self) -> None:
         writer = asyncio.create_task(self._writer(), name=f"{self.id}:writer")
+        headers = self.ws.request.headers if self.ws.request is not None else {}
+        if not origin_ok(headers.get("Origin"), headers.get("Host"), self.server.config.server.allowed_origins):
+            events.warning(kv(event="refused", session=self.id, why="origin", origin=headers.get("Origin", "")))
+            self.send({"type": "error", "code": "unauthorized", "message": "this page's origin may not connect"})
+            self._out.put_nowait(None)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer, 1.0)
+            return
         reader = asyncio.create_task(self._reader(), name=f"{self.id}:reader")
         ended = asyncio.create_task(self._peer_ended(), name=f"{self.id}:ended")
         try:
@@ -244,9 +280,15 @@ class Connection:
         log.info("session %s ended: %s", self.id, self.peer.end_reason)
 
     async def _reader(self) -> None:
+        cfg = self.server.config.server
+        bucket = TokenBucket(cfg.messages_per_second, 2 * cfg.messages_per_second)
         try:
             async for raw in self.ws:
                 try:
+                    if not bucket.allow(time.monotonic()):
+                        raise ProtocolError(
+                            "rate_limited", f"more than {cfg.messages_per_second:g} messages a second", True
+                        )
                     msg = parse_message(raw, self.server.limits)
                     if await self._dispatch(msg):
                         return
@@ -283,6 +325,11 @@ class Connection:
         return False
 
     async def _offer(self, msg: dict[str, Any]) -> None:
+        if not token_ok(self.server.token, msg.get("token")):
+            self.server.metrics.sessions_refused.labels("token").inc()
+            raise ProtocolError("unauthorized", "a valid token is needed to start a session", True)
+        if not self.server.accepting:
+            raise ProtocolError("busy", "the server is shutting down", True)
         if self.peer is not None:
             raise ProtocolError("bad_request", "this session already has a peer; open a new WebSocket to renegotiate")
         limit = self.server.config.server.max_sessions
@@ -301,6 +348,10 @@ class Connection:
         self.server.sessions_total += 1
         self.server.metrics.sessions_total.inc()
         self.started = time.monotonic()
+        if cfg.server.transcripts_dir:
+            self.transcript = TranscriptLog(
+                cfg.server.transcripts_dir, self.id, engine=self.server.engine.name, profile=cfg.profile
+            )
         self.peer = PeerSession(cfg, self.server.engine, self.send, self.id, options)
         self._has_peer.set()
         answer = await self.peer.answer(msg["sdp"])
@@ -325,6 +376,8 @@ class Connection:
         if self.peer is not None:
             await self.peer.close()
             self.server.metrics.retire(self.peer)
+            if self.transcript is not None:
+                self.transcript.close(reason)
             events.info(
                 kv(event="end", session=self.id, reason=reason, duration_s=round(time.monotonic() - self.started, 1))
             )

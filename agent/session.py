@@ -57,6 +57,10 @@ class ThinkerTalkerSession:
         self._fed_at: deque[tuple[int, float]] = deque(maxlen=64)  # recent ticks and when they were fed
         self._wake = asyncio.Event()
         self._assistant_text = ""
+        self.turn_deadline_s = cfg.turn_deadline_s
+        self._deadline: asyncio.TimerHandle | None = None
+        self._events: asyncio.Task[None] | None = None
+        self._restart = False
 
     # ---- from the transport and the page ----
 
@@ -75,7 +79,22 @@ class ThinkerTalkerSession:
     # ---- loops ----
 
     async def run(self) -> None:
-        await asyncio.gather(self._feed_loop(), self._event_loop())
+        feed = asyncio.create_task(self._feed_loop())
+        feed.add_done_callback(lambda t: t.cancelled() or t.exception() is None or self._events.cancel())
+        try:
+            while True:
+                self._events = asyncio.create_task(self._event_loop())
+                try:
+                    await self._events
+                    return  # the engine closed its event stream
+                except asyncio.CancelledError:
+                    if not self._restart:
+                        raise
+                    self._restart = False  # a hung turn was cut: read the engine's events afresh
+        finally:
+            feed.cancel()
+            if not feed.cancelled() and feed.done() and feed.exception() is not None:
+                raise feed.exception()  # type: ignore[misc]
 
     async def _feed_loop(self) -> None:
         while True:
@@ -101,6 +120,7 @@ class ThinkerTalkerSession:
                     if ev.final:
                         start = self._fed_time(ev.end_tick, now)
                         msgs = self.turns.user_final(start, ev.text, ev.end_tick, ev.speech_end_tick)
+                        self._arm_deadline()
                     else:
                         msgs = self.turns.user_partial(ev.text)
                 else:
@@ -120,12 +140,34 @@ class ThinkerTalkerSession:
                     if self.framer.backlog_ms > 0:  # let the reply finish playing
                         await asyncio.sleep(self.framer.backlog_ms / 1000)
                 self._assistant_text = ""
+                self._disarm_deadline()
                 self._emit(self.turns.turn_end(ev.interrupted, ev.stages))
             elif isinstance(ev, ToolCall):
                 self._emit([{"type": "tool", "name": ev.name, "arguments": ev.arguments, "result": ev.result}])
             elif isinstance(ev, Error):
                 log.warning("engine error %s: %s", ev.code, ev.message)
                 self._emit([{"type": "error", "code": "engine", "message": f"{ev.code}: {ev.message}"}])
+
+    def _arm_deadline(self) -> None:
+        self._disarm_deadline()
+        self._deadline = asyncio.get_running_loop().call_later(self.turn_deadline_s, self._turn_overdue)
+
+    def _disarm_deadline(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _turn_overdue(self) -> None:
+        """The engine hung on this turn: stop it, say so, and listen again."""
+        self._deadline = None
+        log.warning("engine gave no complete answer within %.0f s; turn cancelled", self.turn_deadline_s)
+        self.engine.interrupt()
+        self.framer.flush()
+        self._emit([{"type": "error", "code": "engine", "message": f"no answer within {self.turn_deadline_s:g} s"}])
+        self._emit(self.turns.turn_end(True))
+        if self._events is not None and not self._events.done():
+            self._restart = True  # the engine may be stuck inside its event stream
+            self._events.cancel()
 
     def _fed_time(self, tick: int | None, default: float) -> float:
         for t, at in self._fed_at:

@@ -40,7 +40,19 @@ QUESTIONS = [
 
 
 def start_server(extra: list[str]) -> tuple[subprocess.Popen[str], str]:
-    cmd = [sys.executable, "-m", "agent.cli", "serve", "--port", "0", "--host-address", "127.0.0.1", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "agent.cli",
+        "serve",
+        "--port",
+        "0",
+        "--host-address",
+        "127.0.0.1",
+        "--transcripts",
+        "",
+        *extra,
+    ]
     proc = subprocess.Popen(
         cmd + ["--log-level", "warning"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )

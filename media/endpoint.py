@@ -48,8 +48,9 @@ def rms_dbfs(audio: np.ndarray) -> float:
 class EnergyDetector:
     """Voiced when loud enough and well above a tracked noise floor.
 
-    The floor starts at the first tick, falls at once and rises slowly (about
-    2 % a tick), so it stays under speech but catches steady noise.
+    The floor starts at the first tick (no higher than a quiet room), falls at
+    once and rises slowly (about 2 % a tick), so it stays under speech but
+    catches steady noise.
     """
 
     def __init__(self, threshold_dbfs: float = -42.0, snr_db: float = 12.0) -> None:
@@ -59,7 +60,9 @@ class EnergyDetector:
 
     def __call__(self, audio: np.ndarray) -> bool:
         level = rms_dbfs(audio)
-        noise = level if self._noise is None or level < self._noise else self._noise
+        if self._noise is None:  # a user who talks at once must not become the floor
+            self._noise = min(level, self.threshold_dbfs - self.snr_db)
+        noise = min(level, self._noise)
         voiced = level > max(self.threshold_dbfs, noise + self.snr_db)
         self._noise = noise + 0.02 * (level - noise)
         return voiced

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Creates .venv and installs omni-agent into it. `--test` adds what the test
-# suite needs: the Python test tools and, where missing, Debian's chromium,
-# espeak-ng, sox and iproute2 (installed with apt-get when run as root).
+# Creates .venv and installs omni-agent into it, and (as root, where missing)
+# the Debian packages the translation profile uses: apertium with its
+# English-Spanish/Catalan/Galician data and espeak-ng. `--test` adds what the
+# test suite needs: the Python test tools, chromium, sox and iproute2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,23 +15,29 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   exit 1
 fi
 
+missing=()
+command -v espeak-ng >/dev/null || missing+=(espeak-ng)
+command -v apertium >/dev/null || missing+=(apertium)
+[[ -f /usr/share/apertium/modes/eng-spa.mode ]] || missing+=(apertium-eng-spa)
+[[ -f /usr/share/apertium/modes/eng-cat.mode ]] || missing+=(apertium-eng-cat)
+[[ -f /usr/share/apertium/modes/en-gl.mode ]] || missing+=(apertium-en-gl)
 if [[ $want_test == 1 ]]; then
-  missing=()
   command -v chromium >/dev/null || missing+=(chromium chromium-driver)
-  command -v espeak-ng >/dev/null || missing+=(espeak-ng)
   command -v sox >/dev/null || missing+=(sox)
   command -v ip >/dev/null || missing+=(iproute2)
   command -v unshare >/dev/null || missing+=(util-linux)
-  if (( ${#missing[@]} )); then
-    if [[ $(id -u) == 0 ]]; then
-      echo "setup: installing Debian packages: ${missing[*]}"
-      export DEBIAN_FRONTEND=noninteractive
-      apt-get update -qq
-      apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-    else
-      echo "setup: please install these Debian packages (needs root): ${missing[*]}" >&2
-      exit 1
-    fi
+fi
+if (( ${#missing[@]} )); then
+  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+    echo "setup: installing Debian packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  elif [[ $want_test == 1 ]]; then
+    echo "setup: the tests need these Debian packages (install them as root): ${missing[*]}" >&2
+    exit 1
+  else
+    echo "setup: note: without ${missing[*]} the translate profile is unavailable (the rest works)" >&2
   fi
 fi
 

@@ -13,6 +13,7 @@ def make_config(engine="echo", mode="stream", **server):
     cfg.engine.end_silence_ms = 480
     cfg.server.port = 0
     cfg.ice.host_addresses = ["127.0.0.1"]
+    cfg.server.transcripts_dir = ""  # tests that want transcripts set a folder
     for k, v in server.items():
         setattr(cfg.server, k, v)
     return cfg

@@ -40,6 +40,7 @@ def chromium_flags(wav: Path) -> list[str]:
 def serve(*engine_args: str) -> Iterator[str]:
     """`omni-agent serve` as a user starts it, on a free port; yields its URL."""
     cmd = [sys.executable, "-m", "agent.cli", "serve", *engine_args, "--port", "0", "--host-address", "127.0.0.1"]
+    cmd += ["--transcripts", ""]
     proc = subprocess.Popen(
         cmd + ["--log-level", "warning"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )

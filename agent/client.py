@@ -31,8 +31,8 @@ FRAME = 960  # 20 ms
 class MicrophoneTrack(MediaStreamTrack):
     """Plays queued float32 48 kHz mono audio in 20 ms frames, silence between.
 
-    `sent_at` maps the sample index of each `play()` start to the monotonic
-    time its first frame left `recv()`: the reference for round trips.
+    `sent_at` maps each `play()` id to the monotonic time its first frame
+    left `recv()`: the reference for round trips.
     """
 
     kind = "audio"
@@ -46,7 +46,6 @@ class MicrophoneTrack(MediaStreamTrack):
         self._pts = 0
         self._next_id = 0
         self.sent_at: dict[int, float] = {}
-        self.last_voiced_at: dict[int, float] = {}
         self._current: int | None = None
 
     def play(self, pcm: np.ndarray) -> int:
@@ -55,10 +54,6 @@ class MicrophoneTrack(MediaStreamTrack):
         self._next_id += 1
         self._queue.append((ident, np.asarray(pcm, np.float32)))
         return ident
-
-    @property
-    def idle(self) -> bool:
-        return not self._queue and self._buf.size == 0
 
     async def recv(self) -> av.AudioFrame:
         if self.readyState != "live":
@@ -74,8 +69,6 @@ class MicrophoneTrack(MediaStreamTrack):
             self.sent_at[self._current] = time.monotonic()
         chunk = self._buf[:FRAME]
         self._buf = self._buf[FRAME:]
-        if self._current is not None and chunk.size and np.abs(chunk).max() > 0.01:
-            self.last_voiced_at[self._current] = time.monotonic()
         pcm = np.zeros(FRAME, np.float32)
         pcm[: chunk.size] = chunk
         s16 = (np.clip(pcm, -1, 1) * 32767).astype(np.int16)

@@ -8,7 +8,7 @@ listening (the reply ended or was interrupted).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from media.clock import TICK_MS
@@ -29,7 +29,6 @@ class TurnFigures:
 class TurnTracker:
     state: str = "listening"
     turn: int = 0
-    history: list[TurnFigures] = field(default_factory=list)
     _start: float | None = None
     _current: TurnFigures | None = None
 
@@ -72,7 +71,6 @@ class TurnTracker:
         cur = self._current
         if cur is not None:
             cur.interrupted = interrupted
-            self.history = (self.history + [cur])[-50:]
             msgs.append(
                 {
                     "type": "metrics",

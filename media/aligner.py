@@ -388,8 +388,3 @@ class FrameAligner:
         self._emitted += INPUT_SAMPLES_PER_TICK
         self.stats.ticks += 1
         return AlignedChunk(tick, audio, self._video_for_tick(tick))
-
-    @property
-    def memory_items(self) -> int:
-        """Items held (pending audio frames, buffered video frames, output pieces)."""
-        return len(self._pending) + len(self._frames) + len(self._out)

@@ -7,10 +7,8 @@ that no rounding error accumulates over a long session.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from fractions import Fraction
-from typing import Protocol
 
 TICK = Fraction(80, 1000)  # seconds
 TICK_MS = 80
@@ -21,10 +19,6 @@ OUTPUT_SAMPLES_PER_FRAME = 1920
 
 Clock = Callable[[], float]
 """Returns seconds as a float; monotonic. Injected so the core is testable."""
-
-
-def monotonic() -> float:
-    return time.monotonic()
 
 
 class VirtualClock:
@@ -38,10 +32,6 @@ class VirtualClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
-
-
-class HasTimeBase(Protocol):
-    time_base: Fraction
 
 
 def samples_per_tick(rate: int) -> Fraction:
@@ -61,10 +51,6 @@ def tick_to_sample(tick: int, rate: int) -> int:
 
 def pts_to_seconds(pts: int, time_base: Fraction) -> Fraction:
     return pts * Fraction(time_base)
-
-
-def seconds_to_pts(seconds: Fraction | float, time_base: Fraction) -> int:
-    return round(Fraction(seconds) / Fraction(time_base))
 
 
 def pts_to_sample(pts: int, time_base: Fraction, rate: int) -> int:

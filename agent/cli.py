@@ -22,6 +22,7 @@ def _serve_args(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--engine", choices=ENGINES, help="engine to run (default from the config)")
     p.add_argument("--mode", help="engine mode (echo: stream | turn); --engine echo defaults to stream")
     p.add_argument("--profile", choices=PROFILES)
+    p.add_argument("--realtime-url", help="with --engine realtime: the ws(s)://.../v1/realtime server to use")
     p.add_argument("--max-sessions", type=int, help="concurrent sessions before new ones get `busy`")
     p.add_argument("--ice-server", action="append", default=None, help="a STUN/TURN URL; repeatable")
     p.add_argument("--host-address", action="append", default=None, help="offer only these host candidates; repeatable")
@@ -55,6 +56,8 @@ def build_config(args: argparse.Namespace) -> Config:
         cfg.engine.mode = args.mode
     if args.profile is not None:
         cfg.profile = args.profile
+    if args.realtime_url is not None:
+        cfg.engine.options["url"] = args.realtime_url
     if args.max_sessions is not None:
         cfg.server.max_sessions = args.max_sessions
     if args.ice_server is not None:

@@ -138,7 +138,9 @@ class PeerSession:
         if task.cancelled():
             return
         exc = task.exception()
-        if exc is not None:
+        if exc is None and task.get_name().endswith(":session"):
+            self.end("the engine ended the session")
+        elif exc is not None:
             log.error("session %s: %s failed: %r", self.id, task.get_name(), exc, exc_info=exc)
             self.fail("engine", f"{task.get_name().split(':')[-1]} stopped: {exc}")
 

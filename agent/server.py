@@ -80,6 +80,7 @@ class AgentServer:
         self.token = config.server.token or os.environ.get("OMNI_AGENT_TOKEN", "")
         self.ssl = ssl_context(config.server.cert, config.server.key) if config.server.cert else None
         self.accepting = True
+        self.realtime_live = 0  # sessions on /v1/realtime
 
     async def start(self) -> None:
         self._server = await serve(
@@ -161,7 +162,7 @@ class AgentServer:
 
     def _http(self, connection: ServerConnection, request: Request) -> Response | None:
         path = request.path.split("?", 1)[0]
-        if path == "/ws":
+        if path in ("/ws", "/v1/realtime"):
             return None  # the WebSocket handshake goes on
         if path == "/metrics":
             return _response(connection, HTTPStatus.OK, self.metrics.render(), "text/plain; version=0.0.4")
@@ -187,11 +188,60 @@ class AgentServer:
     # ---- WebSocket ----
 
     async def _handle(self, ws: ServerConnection) -> None:
+        if ws.request is not None and ws.request.path.split("?", 1)[0] == "/v1/realtime":
+            await self._realtime(ws)
+            return
         conn = Connection(self, ws)
         try:
             await conn.run()
         finally:
             await conn.close(conn.peer.end_reason if conn.peer else "socket closed")
+
+    async def _realtime(self, ws: ServerConnection) -> None:
+        """The OpenAI Realtime protocol over our engine (agent/realtime_api.py)."""
+        from agent.realtime_api import RealtimeSession
+
+        headers = ws.request.headers if ws.request is not None else {}
+        bearer = (headers.get("Authorization") or "").removeprefix("Bearer ").strip()
+        session = RealtimeSession(self, ws)
+        if not origin_ok(headers.get("Origin"), headers.get("Host"), self.config.server.allowed_origins) or not (
+            token_ok(self.token, bearer)
+        ):
+            await ws.send(
+                json.dumps(
+                    {
+                        "type": "error",
+                        "error": {
+                            "type": "invalid_request_error",
+                            "code": "unauthorized",
+                            "message": "a valid API key (the server's token) is needed",
+                        },
+                    }
+                )
+            )
+            await ws.close(1008, "unauthorized")
+            return
+        if len(self.sessions) + self.realtime_live >= self.config.server.max_sessions or self.overload.level >= 3:
+            await ws.send(
+                json.dumps(
+                    {
+                        "type": "error",
+                        "error": {
+                            "type": "server_error",
+                            "code": "busy",
+                            "message": "the server is at its limit; try again later",
+                        },
+                    }
+                )
+            )
+            await ws.close(1013, "busy")
+            return
+        self.realtime_live += 1
+        self.metrics.sessions_total.inc()
+        try:
+            await session.run()
+        finally:
+            self.realtime_live -= 1
 
 
 def _response(connection: ServerConnection, status: HTTPStatus, body: bytes, ctype: str) -> Response:
@@ -333,7 +383,7 @@ class Connection:
         if self.peer is not None:
             raise ProtocolError("bad_request", "this session already has a peer; open a new WebSocket to renegotiate")
         limit = self.server.config.server.max_sessions
-        if len(self.server.sessions) >= limit:
+        if len(self.server.sessions) + self.server.realtime_live >= limit:
             self.server.metrics.sessions_refused.labels("limit").inc()
             raise ProtocolError("busy", f"the server is at its limit of {limit} sessions; try again later", True)
         if self.server.overload.level >= 3:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from agent.config import EngineConfig
 from agent.engines.base import Engine
 
-ENGINES = ("cascade", "echo")
+ENGINES = ("cascade", "echo", "realtime")
 
 
 def make_engine(cfg: EngineConfig) -> Engine:
@@ -17,4 +17,8 @@ def make_engine(cfg: EngineConfig) -> Engine:
         from agent.engines.cascade import CascadeEngine
 
         return CascadeEngine(end_silence_ms=cfg.end_silence_ms, **cfg.options)
+    if cfg.name == "realtime":
+        from agent.engines.realtime import RealtimeEngine
+
+        return RealtimeEngine(**cfg.options)
     raise ValueError(f"unknown engine {cfg.name!r}; available: {', '.join(ENGINES)}")

@@ -1,0 +1,262 @@
+"""The `realtime` engine: a client of an OpenAI-Realtime-compatible server.
+
+vLLM-Omni serves Qwen3-Omni this way across GPUs; so does our own
+`/v1/realtime`. The session's aligned audio (16 kHz) is resampled to the
+server's 24 kHz PCM16 and streamed as `input_audio_buffer.append`; the
+server's turn detection ends turns; its `response.*` text and audio deltas
+become transcript events and 80 ms speech frames; `interrupt` cancels the
+response. A dropped connection is retried with backoff; protocol trouble
+from the far side becomes `Error` events, never a crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import json
+import logging
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlencode
+
+import numpy as np
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+
+from agent.engines.base import EngineEvent, Error, SpeechFrame, TextDelta, TranscriptDelta, TurnEnd
+from agent.engines.outbox import Outbox
+from media.aligner import AlignedChunk
+from media.clock import INPUT_RATE, OUTPUT_SAMPLES_PER_FRAME
+from media.pcm import StreamResampler, float_to_s16
+
+log = logging.getLogger(__name__)
+RATE = 24_000
+KNOWN_PREFIXES = (
+    "session.",
+    "input_audio_buffer.",
+    "conversation.",
+    "response.",
+    "rate_limits.",
+    "transcription_session.",
+)
+
+
+class RealtimeEngine:
+    name = "realtime"
+    live_output = False
+
+    def __init__(
+        self,
+        url: str = "",
+        model: str = "",
+        voice: str = "",
+        api_key: str = "",
+        retries: int = 3,
+        timeout: float = 5.0,
+    ) -> None:
+        self.url = url or os.environ.get("OMNI_REALTIME_URL", "")
+        if not self.url:
+            raise ValueError("the realtime engine needs a server: engine.options.url or OMNI_REALTIME_URL")
+        self.model = model or os.environ.get("OMNI_REALTIME_MODEL", "")
+        self.voice = voice or os.environ.get("OMNI_REALTIME_VOICE", "")
+        self.api_key = api_key or os.environ.get("OMNI_REALTIME_KEY", "")
+        self.retries, self.timeout = retries, timeout
+
+    def endpoint(self) -> str:
+        return self.url + (("&" if "?" in self.url else "?") + urlencode({"model": self.model}) if self.model else "")
+
+    async def open_session(self, profile: str, options: dict[str, Any] | None = None) -> RealtimeClientSession:
+        session = RealtimeClientSession(self)
+        await session.connect()
+        return session
+
+    async def close(self) -> None:
+        return None
+
+
+class RealtimeClientSession:
+    def __init__(self, engine: RealtimeEngine) -> None:
+        self.engine = engine
+        self.outbox = Outbox()
+        self.text_only = False
+        self._ws: ClientConnection | None = None
+        self._up = StreamResampler(INPUT_RATE, RATE, quality="LQ")
+        self._send: asyncio.Queue[str] = asyncio.Queue(256)  # ~5 s of 20 ms appends
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._pcm = np.zeros(0, np.float32)
+        self._frame = 0
+        self._in_response = False
+        self._transcript = ""
+        self._closing = False
+        self.dropped_appends = 0
+
+    # ---- connection ----
+
+    async def connect(self) -> None:
+        e = self.engine
+        headers = {"Authorization": f"Bearer {e.api_key}"} if e.api_key else {}
+        delay, last = 0.5, ""
+        for attempt in range(e.retries + 1):
+            try:
+                self._ws = await asyncio.wait_for(
+                    connect(e.endpoint(), additional_headers=headers, max_size=1 << 24), e.timeout
+                )
+                first = json.loads(await asyncio.wait_for(self._ws.recv(), e.timeout))
+                if first.get("type") == "error":
+                    raise ValueError(f"the realtime server refused: {first.get('error', {}).get('message', first)}")
+                break
+            except (OSError, TimeoutError, InvalidHandshake, ConnectionClosed) as exc:
+                last = f"{type(exc).__name__}: {exc}"
+                if attempt < e.retries:
+                    await asyncio.sleep(delay)
+                    delay *= 2
+            except InvalidURI as exc:
+                raise ValueError(f"not a WebSocket URL: {e.url} ({exc})") from None
+        else:
+            raise ValueError(f"the realtime server at {e.url} cannot be reached ({last})")
+        session: dict[str, Any] = {
+            "type": "realtime",
+            "output_modalities": ["audio"],
+            "audio": {
+                "input": {"format": {"type": "audio/pcm", "rate": RATE}, "turn_detection": {"type": "server_vad"}},
+                "output": {"format": {"type": "audio/pcm", "rate": RATE}},
+            },
+        }
+        if e.voice:
+            session["audio"]["output"]["voice"] = e.voice
+        with contextlib.suppress(ConnectionClosed):  # the reader notices and reconnects
+            await self._ws.send(json.dumps({"type": "session.update", "session": session}))
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._writer()), loop.create_task(self._reader())]
+
+    async def _writer(self) -> None:
+        while True:
+            message = await self._send.get()
+            assert self._ws is not None
+            with contextlib.suppress(ConnectionClosed):
+                await self._ws.send(message)
+
+    def _queue(self, event: dict[str, Any]) -> None:
+        try:
+            self._send.put_nowait(json.dumps(event))
+        except asyncio.QueueFull:
+            self.dropped_appends += 1
+
+    async def _reader(self) -> None:
+        while not self._closing:
+            try:
+                assert self._ws is not None
+                async for raw in self._ws:
+                    self._on_event(raw)
+            except ConnectionClosed:
+                pass
+            if self._closing:
+                return
+            if self._in_response:
+                self.outbox.put(Error("connection_lost", "the realtime server closed the connection mid-response"))
+                self._end_response(interrupted=True)
+            try:
+                await self.connect_again()
+            except ValueError as exc:
+                self.outbox.put(Error("unreachable", str(exc)))
+                self.outbox.close()  # the engine is gone: the session ends
+                return
+
+    async def connect_again(self) -> None:
+        for t in self._tasks:
+            if t is not asyncio.current_task():
+                t.cancel()
+        await self.connect()
+
+    # ---- server events ----
+
+    def _on_event(self, raw: str | bytes) -> None:
+        try:
+            ev = json.loads(raw)
+            kind = ev["type"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            self.outbox.put(Error("protocol", "the realtime server sent something that is not an event"))
+            return
+        if kind == "conversation.item.input_audio_transcription.completed":
+            self.outbox.put(TranscriptDelta("user", str(ev.get("transcript", "")), True))
+        elif kind in (
+            "response.output_audio_transcript.delta",
+            "response.audio_transcript.delta",
+            "response.output_text.delta",
+            "response.text.delta",
+        ):
+            self._in_response = True
+            self._transcript += str(ev.get("delta", ""))
+            self.outbox.put(TextDelta(str(ev.get("delta", ""))))
+        elif kind in ("response.output_audio.delta", "response.audio.delta"):
+            self._in_response = True
+            try:
+                pcm = np.frombuffer(base64.b64decode(ev.get("delta", ""), validate=True), "<i2")
+            except (binascii.Error, ValueError):
+                self.outbox.put(Error("protocol", "undecodable audio from the realtime server"))
+                return
+            self._audio(pcm.astype(np.float32) / 32768)
+        elif kind == "response.done":
+            status = (ev.get("response") or {}).get("status")
+            self._end_response(interrupted=status == "cancelled")
+        elif kind == "error":
+            err = ev.get("error") or {}
+            self.outbox.put(Error(str(err.get("code") or "remote_error"), str(err.get("message", "unknown error"))))
+        elif not kind.startswith(KNOWN_PREFIXES):
+            self.outbox.put(Error("protocol", f"unknown event type {kind!r} from the realtime server"))
+
+    def _audio(self, pcm: np.ndarray) -> None:
+        self._pcm = np.concatenate((self._pcm, pcm)) if self._pcm.size else pcm
+        while self._pcm.size >= OUTPUT_SAMPLES_PER_FRAME:
+            frame, self._pcm = self._pcm[:OUTPUT_SAMPLES_PER_FRAME], self._pcm[OUTPUT_SAMPLES_PER_FRAME:]
+            self.outbox.put(SpeechFrame(frame, self._frame))
+            self._frame += 1
+
+    def _end_response(self, interrupted: bool) -> None:
+        if self._pcm.size and not interrupted:
+            self.outbox.put(SpeechFrame(self._pcm, self._frame))
+        self._pcm = np.zeros(0, np.float32)
+        if self._transcript:
+            self.outbox.put(TranscriptDelta("assistant", self._transcript, True))
+        self._transcript, self._frame, self._in_response = "", 0, False
+        self.outbox.put(TurnEnd(interrupted=interrupted))
+
+    # ---- the engine contract ----
+
+    def feed(self, chunk: AlignedChunk) -> None:
+        pcm = self._up.process(chunk.audio)
+        if pcm.size:
+            audio = base64.b64encode(float_to_s16(pcm).astype("<i2").tobytes()).decode()
+            self._queue({"type": "input_audio_buffer.append", "audio": audio})
+
+    def send_text(self, text: str) -> None:
+        self._queue(
+            {
+                "type": "conversation.item.create",
+                "item": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]},
+            }
+        )
+        self._queue({"type": "response.create"})
+
+    def interrupt(self) -> None:
+        self._queue({"type": "response.cancel"})
+        if self._in_response or self.outbox.has_reply():
+            self.outbox.cancel_reply()
+            self._pcm = np.zeros(0, np.float32)
+            self._transcript, self._in_response = "", False
+            self.outbox.put(TurnEnd(interrupted=True))
+
+    def events(self) -> AsyncIterator[EngineEvent]:
+        return self.outbox.__aiter__()
+
+    async def close(self) -> None:
+        self._closing = True
+        for t in self._tasks:
+            t.cancel()
+        if self._ws is not None:
+            with contextlib.suppress(Exception):
+                await self._ws.close()
+        self.outbox.close()

@@ -1,0 +1,168 @@
+"""The OpenAI Realtime protocol both ways: our `/v1/realtime`, and the `realtime` engine."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import re
+
+import numpy as np
+import pytest
+from websockets.asyncio.server import serve
+
+from agent.client import AgentClient
+from agent.engines.base import Error, TurnEnd
+from agent.engines.cascade.models import load_models
+from agent.engines.realtime import RealtimeEngine
+from agent.server import AgentServer
+from tests.agent.cascade_helpers import ask, spoken
+from tests.agent.conftest import make_config, running, ws_url
+
+
+@pytest.fixture(scope="module")
+def models():
+    return load_models()
+
+
+async def test_spoken_question_through_two_hops(models, tmp_path):
+    async with running(make_config("cascade")) as far:
+        near_cfg = make_config("realtime")
+        near_cfg.engine.options = {"url": f"ws://127.0.0.1:{far.port}/v1/realtime"}
+        async with running(near_cfg) as near:
+            client = AgentClient(ws_url(near))
+            await client.connect()
+            assert client.answer["engine"] == "realtime" and far.realtime_live == 1
+            await asyncio.sleep(0.5)
+            turn = await ask(client, spoken("What time is it?", tmp_path))
+            assert re.fullmatch(r"It's \d{1,2}:\d\d [AP]M\.", turn["reply"]), turn["reply"]
+            assert "time" in turn["user"].lower()
+            assert np.abs(turn["audio"]).max() > 0.05  # spoken, through both hops
+            # interruption crosses both hops: talk over a long answer
+            start = len(client.messages)
+            client.mic.play(spoken("What can you do?", tmp_path))
+            await client.wait_for(lambda m: m.get("state") == "speaking", 20, start)
+            await asyncio.sleep(1.0)
+            await client.send({"type": "interrupt"})
+            cut = await client.wait_for(lambda m: m["type"] == "metrics", 10, start)
+            assert cut["interrupted"] is True
+            await client.close()
+            await asyncio.sleep(0.5)
+        assert far.realtime_live == 0
+
+
+class FakeRealtime:
+    """A misbehaving realtime server, scripted per connection."""
+
+    def __init__(self, script):
+        self.script = script
+        self.connections = 0
+
+    async def handler(self, ws):
+        self.connections += 1
+        await ws.send(json.dumps({"type": "session.created", "session": {}}))
+        for event in self.script(self.connections):
+            if event == "CLOSE":
+                await ws.close()
+                return
+            await ws.send(json.dumps(event) if isinstance(event, dict) else event)
+        await asyncio.sleep(30)
+
+
+def audio_delta(n=2400):
+    return {
+        "type": "response.output_audio.delta",
+        "delta": base64.b64encode(np.full(n, 3000, "<i2").tobytes()).decode(),
+    }
+
+
+async def collect(session, n, timeout=5.0):
+    out = []
+
+    async def take():
+        async for ev in session.events():
+            out.append(ev)
+            if len(out) >= n:
+                return
+
+    await asyncio.wait_for(take(), timeout)
+    return out
+
+
+async def test_remote_protocol_errors_become_error_events():
+    def script(conn):
+        if conn == 1:
+            return [
+                {"type": "mystery.event"},
+                "not json",
+                {"type": "error", "error": {"code": "model_overloaded", "message": "try later"}},
+                audio_delta(),
+                "CLOSE",  # mid-response
+            ]
+        return []
+
+    fake = FakeRealtime(script)
+    async with serve(fake.handler, "127.0.0.1", 0) as srv:
+        port = srv.sockets[0].getsockname()[1]
+        engine = RealtimeEngine(url=f"ws://127.0.0.1:{port}/v1/realtime", retries=2, timeout=2)
+        session = await engine.open_session("default")
+        events = await collect(session, 6)
+        errors = [e for e in events if isinstance(e, Error)]
+        codes = [e.code for e in errors]
+        assert codes[:3] == ["protocol", "protocol", "model_overloaded"]
+        assert "connection_lost" in codes
+        assert any(isinstance(e, TurnEnd) and e.interrupted for e in events)
+        await asyncio.sleep(1.0)
+        assert fake.connections == 2  # it reconnected
+        await session.close()
+
+
+async def test_unreachable_server_is_a_clear_error():
+    engine = RealtimeEngine(url="ws://127.0.0.1:9/v1/realtime", retries=1, timeout=1)
+    with pytest.raises(ValueError, match="cannot be reached"):
+        await engine.open_session("default")
+    server = AgentServer(make_config("realtime"), engine=engine)
+    await server.start()
+    try:
+        client = AgentClient(ws_url(server))
+        with pytest.raises(RuntimeError, match="cannot be reached"):
+            await client.connect()
+        await client.close()
+    finally:
+        await server.close()
+
+
+async def test_official_openai_sdk_holds_a_conversation(models, tmp_path):
+    from openai import AsyncOpenAI
+
+    from tests.agent.cascade_helpers import to_16k
+
+    question = spoken("What time is it?", tmp_path, rate=24_000)
+    question = np.concatenate([question, np.zeros(24_000, np.float32)])  # then a second of silence
+    async with running(make_config("cascade")) as server:
+        sdk = AsyncOpenAI(api_key="unused-locally", base_url=f"http://127.0.0.1:{server.port}/v1")
+        async with sdk.realtime.connect(model="cascade") as conn:
+            await conn.session.update(session={"type": "realtime", "output_modalities": ["audio"]})
+            for start in range(0, question.size, 2400):  # 100 ms appends, paced like a microphone
+                pcm = (np.clip(question[start : start + 2400], -1, 1) * 32767).astype("<i2")
+                await conn.input_audio_buffer.append(audio=base64.b64encode(pcm.tobytes()).decode())
+                await asyncio.sleep(0.1)
+            kinds, heard, said, audio = [], "", "", []
+            async with asyncio.timeout(20):
+                async for event in conn:
+                    kinds.append(event.type)
+                    if event.type == "conversation.item.input_audio_transcription.completed":
+                        heard = event.transcript
+                    elif event.type == "response.output_audio_transcript.done":
+                        said = event.transcript
+                    elif event.type == "response.output_audio.delta":
+                        audio.append(np.frombuffer(base64.b64decode(event.delta), "<i2"))
+                    elif event.type == "response.done":
+                        break
+    assert kinds[0] == "session.created" and "session.updated" in kinds
+    assert "time" in heard.lower(), heard
+    assert re.fullmatch(r"It's \d{1,2}:\d\d [AP]M\.", said), said
+    reply = np.concatenate(audio).astype(np.float32) / 32768
+    assert reply.size > 24_000 * 0.5 and np.abs(reply).max() > 0.05
+    again = models.recognizer.transcribe(to_16k(reply, 24_000))
+    assert "it's" in again.lower() or "it is" in again.lower(), again

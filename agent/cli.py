@@ -35,6 +35,9 @@ def _serve_args(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="make (once) and use a certificate for this machine: https for phones",
     )
+    p.add_argument("--workers", type=int, default=1, help="server processes sharing the port (SO_REUSEPORT)")
+    p.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--metrics-dir", help=argparse.SUPPRESS)
     p.add_argument("--transcripts", help="folder for session transcripts (JSON lines); '' turns them off")
 
 
@@ -81,7 +84,22 @@ def build_config(args: argparse.Namespace) -> Config:
         cfg.server.cert, cfg.server.key = self_signed(folder)
     if args.transcripts is not None:
         cfg.server.transcripts_dir = args.transcripts
+    cfg.server.reuse_port = args.reuse_port
+    cfg.server.metrics_dir = args.metrics_dir or ""
     return cfg
+
+
+def _without(argv: list[str], *options: str) -> list[str]:
+    """argv less the given options and their values."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in options:
+            skip = True
+        elif not any(a.startswith(o + "=") for o in options):
+            out.append(a)
+    return out
 
 
 async def serve(cfg: Config) -> None:
@@ -126,6 +144,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("aioice").setLevel(logging.WARNING)
     logging.getLogger("aiortc").setLevel(logging.WARNING)
     logging.getLogger("websockets.server").setLevel(logging.WARNING)
+    if args.command == "serve" and args.workers > 1:
+        from agent.workers import free_port, run_workers
+
+        port = cfg.server.port or free_port(cfg.server.host)
+        rest = _without(list(argv if argv is not None else sys.argv[1:]), "--workers", "--port")
+        return run_workers(rest, args.workers, cfg.server.host, port)
     if args.command == "serve":
         try:
             asyncio.run(serve(cfg))

@@ -45,6 +45,9 @@ class ServerConfig:
     allowed_origins: list[str] = field(default_factory=list)
     cert: str = ""
     key: str = ""
+    # set by `serve --workers N` for its worker processes
+    reuse_port: bool = False
+    metrics_dir: str = ""
     # one JSON-lines file per session; "" turns transcripts off
     transcripts_dir: str = field(default_factory=lambda: _transcripts_default())
 

@@ -51,6 +51,7 @@ class RealtimeSession:
         self.id = _id("sess")
         self.aligner = FrameAligner()
         self.engine_session: Any = None
+        self.input_rate = RATE  # 16 kHz may be asked for (our realtime engine does): no resampling then
         self.response_id: str | None = None
         self.item_id: str | None = None
         self._out: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(512)
@@ -135,11 +136,19 @@ class RealtimeSession:
         eid = event.get("event_id")
         es = self.engine_session
         if kind == "session.update":
+            session = event.get("session") if isinstance(event.get("session"), dict) else {}
+            fmt = ((session.get("audio") or {}).get("input") or {}).get("format") or {}
+            rate = fmt.get("rate", self.input_rate) if isinstance(fmt, dict) else self.input_rate
+            if rate in (16_000, 24_000):
+                self.input_rate = rate
+            else:
+                self.error("invalid_format", f"input audio is PCM16 at 24000 Hz (or 16000), not {rate}", eid)
             self.send({"type": "session.updated", "session": self.session_info()})
         elif kind == "input_audio_buffer.append":
             try:
                 pcm = np.frombuffer(base64.b64decode(event["audio"], validate=True), "<i2")
-                chunks = self.aligner.push_audio(AudioInput(pcm, RATE, None, Fraction(1, RATE), "s16", 1))
+                rate = self.input_rate
+                chunks = self.aligner.push_audio(AudioInput(pcm, rate, None, Fraction(1, rate), "s16", 1))
             except (KeyError, TypeError, ValueError, binascii.Error, MediaError) as exc:
                 self.error("invalid_audio", f"input_audio_buffer.append needs base64 PCM16: {exc}", eid)
                 return

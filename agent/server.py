@@ -36,6 +36,7 @@ from agent.overload import LEVELS, OverloadConfig, OverloadPolicy
 from agent.peer import PeerSession
 from agent.protocol import Limits, ProtocolError, parse_message
 from agent.transcripts import TranscriptLog
+from agent.workers import merged_metrics, write_metrics
 
 log = logging.getLogger(__name__)
 events = logging.getLogger("omni")  # one structured line per session start/end and per turn
@@ -93,6 +94,7 @@ class AgentServer:
             # a client that stops answering must not hold up its session's end
             close_timeout=1.0,
             ssl=self.ssl,
+            reuse_port=self.config.server.reuse_port,
         )
         self._monitor = asyncio.get_running_loop().create_task(self._watch_load(), name="load-monitor")
 
@@ -100,7 +102,11 @@ class AgentServer:
         """Every 100 ms: how late the loop woke us (its lag), and the overload level."""
         loop = asyncio.get_running_loop()
         period = 0.1
+        ticks = 0
         while True:
+            ticks += 1
+            if self.config.server.metrics_dir and ticks % 10 == 0:  # a sibling's /metrics sums these
+                write_metrics(self.config.server.metrics_dir, self.metrics.render())
             start = loop.time()
             await asyncio.sleep(period)
             lag = max(0.0, loop.time() - start - period)
@@ -165,7 +171,10 @@ class AgentServer:
         if path in ("/ws", "/v1/realtime"):
             return None  # the WebSocket handshake goes on
         if path == "/metrics":
-            return _response(connection, HTTPStatus.OK, self.metrics.render(), "text/plain; version=0.0.4")
+            body = self.metrics.render()
+            if self.config.server.metrics_dir:
+                body = merged_metrics(self.config.server.metrics_dir, body)
+            return _response(connection, HTTPStatus.OK, body, "text/plain; version=0.0.4")
         if path == "/healthz":
             body = {
                 "status": "ok",
@@ -176,6 +185,7 @@ class AgentServer:
                 "sessions_total": self.sessions_total,
                 "uptime_s": round(time.monotonic() - self.started, 1),
                 "overload": self.overload.name,
+                "worker": os.getpid(),
             }
             return _response(connection, HTTPStatus.OK, json.dumps(body).encode(), "application/json")
         name = "index.html" if path in ("/", "") else path.lstrip("/")
@@ -413,6 +423,7 @@ class Connection:
                 "session": self.id,
                 "engine": self.server.engine.name,
                 "profile": cfg.profile,
+                "worker": os.getpid(),
             }
         )
         self.send({"type": "state", "state": "listening"})

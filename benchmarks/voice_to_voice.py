@@ -84,7 +84,8 @@ async def run(url: str, rounds: int) -> list[dict]:
             t_voice_end = client.mic.sent_at[ident] + last_voiced / RATE
             t_reply = client.received.first_loud_after(t_voice_end, threshold=0.02)
             v2v = (t_reply - t_voice_end) * 1000 if t_reply else None
-            server = metrics["endpoint_ms"] + metrics["first_audio_ms"]
+            known = metrics["endpoint_ms"] is not None and metrics["first_audio_ms"] is not None
+            server = (metrics["endpoint_ms"] or 0) + (metrics["first_audio_ms"] or 0)
             row = {
                 "question": q,
                 "heard": user,
@@ -95,16 +96,19 @@ async def run(url: str, rounds: int) -> list[dict]:
                 "synthesis_ms": metrics.get("synthesis_ms"),
                 "first_audio_ms": metrics["first_audio_ms"],
                 "speculative": bool(metrics.get("speculative")),
-                "transport_ms": v2v - server if v2v is not None else None,
+                "transport_ms": v2v - server if v2v is not None and known else None,
             }
             rows.append(row)
-            when = "made during the pause" if row["speculative"] else "after"
-            print(
-                f"  [{r + 1}] {q!r:40} v2v {v2v:5.0f} ms = end-of-turn {row['endpoint_ms']:.0f} + first audio "
-                f"{row['first_audio_ms']:.0f} + transport {row['transport_ms']:.0f} "
-                f"(recognition {row['recognition_ms']:.0f}, {when})",
-                flush=True,
-            )
+            if known and v2v is not None:
+                when = "made during the pause" if row["speculative"] else "after"
+                print(
+                    f"  [{r + 1}] {q!r:40} v2v {v2v:5.0f} ms = end-of-turn {row['endpoint_ms']:.0f} + first audio "
+                    f"{row['first_audio_ms']:.0f} + transport {row['transport_ms']:.0f} "
+                    f"(recognition {row['recognition_ms']:.0f}, {when})",
+                    flush=True,
+                )
+            else:
+                print(f"  [{r + 1}] {q!r:40} v2v {v2v or float('nan'):5.0f} ms", flush=True)
             await client.wait_for(lambda m: m.get("state") == "listening", 30, start)
             await asyncio.sleep(0.5)
     await client.close()

@@ -56,6 +56,7 @@ class RealtimeEngine:
         api_key: str = "",
         retries: int = 3,
         timeout: float = 5.0,
+        input_rate: int = RATE,
     ) -> None:
         self.url = url or os.environ.get("OMNI_REALTIME_URL", "")
         if not self.url:
@@ -64,6 +65,9 @@ class RealtimeEngine:
         self.voice = voice or os.environ.get("OMNI_REALTIME_VOICE", "")
         self.api_key = api_key or os.environ.get("OMNI_REALTIME_KEY", "")
         self.retries, self.timeout = retries, timeout
+        # 24 kHz is the protocol's rate; 16 kHz (our own /v1/realtime accepts it) spares a
+        # resampling on each side, and the resampler's lag that costs the far side a whole tick.
+        self.input_rate = input_rate
 
     def endpoint(self) -> str:
         return self.url + (("&" if "?" in self.url else "?") + urlencode({"model": self.model}) if self.model else "")
@@ -83,7 +87,8 @@ class RealtimeClientSession:
         self.outbox = Outbox()
         self.text_only = False
         self._ws: ClientConnection | None = None
-        self._up = StreamResampler(INPUT_RATE, RATE, quality="LQ")
+        self._rate = engine.input_rate
+        self._up = StreamResampler(INPUT_RATE, self._rate, quality="LQ")
         self._send: asyncio.Queue[str] = asyncio.Queue(256)  # ~5 s of 20 ms appends
         self._tasks: list[asyncio.Task[Any]] = []
         self._pcm = np.zeros(0, np.float32)
@@ -180,7 +185,12 @@ class RealtimeClientSession:
         except (json.JSONDecodeError, KeyError, TypeError):
             self.outbox.put(Error("protocol", "the realtime server sent something that is not an event"))
             return
-        if kind == "conversation.item.input_audio_transcription.completed":
+        if kind == "session.updated":
+            fmt = (((ev.get("session") or {}).get("audio") or {}).get("input") or {}).get("format") or {}
+            rate = fmt.get("rate", self._rate) if isinstance(fmt, dict) else self._rate
+            if rate != self._rate and rate in (16_000, 24_000):  # the server chose: follow it
+                self._rate, self._up = rate, StreamResampler(INPUT_RATE, rate, quality="LQ")
+        elif kind == "conversation.item.input_audio_transcription.completed":
             self.outbox.put(TranscriptDelta("user", str(ev.get("transcript", "")), True))
         elif kind in (
             "response.output_audio_transcript.delta",

@@ -1,0 +1,94 @@
+"""Benchmark: what the extra hop costs. Voice to voice with the cascade engine
+served directly (one hop: WebRTC -> cascade) and through a second server whose
+`realtime` engine talks to the first one's `/v1/realtime` (two hops).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from agent.ice import set_host_addresses
+from benchmarks.voice_to_voice import run, start_server
+
+
+def start_near(far_http: str) -> tuple[subprocess.Popen[str], str]:
+    far_ws = far_http.replace("ws://", "").removesuffix("/ws")
+    cmd = [
+        sys.executable,
+        "-m",
+        "agent.cli",
+        "serve",
+        "--engine",
+        "realtime",
+        "--realtime-url",
+        f"ws://{far_ws}/v1/realtime",
+        "--port",
+        "0",
+        "--host-address",
+        "127.0.0.1",
+        "--transcripts",
+        "",
+        "--log-level",
+        "warning",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    for _ in range(40):
+        if m := re.search(r"open http://([\d.:]+)/", proc.stdout.readline()):
+            return proc, f"ws://{m.group(1)}/ws"
+    proc.kill()
+    raise RuntimeError("the near server did not start")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--json", type=Path, default=Path("results/two_hops.json"))
+    args = ap.parse_args()
+    set_host_addresses(["127.0.0.1"])
+    far, far_url = start_server([])
+    near, near_url = start_near(far_url)
+    try:
+        print("one hop (WebRTC -> cascade):")
+        one = asyncio.run(run(far_url, args.rounds))
+        print("two hops (WebRTC -> realtime engine -> /v1/realtime -> cascade):")
+        two = asyncio.run(run(near_url, args.rounds))
+    finally:
+        for p in (near, far):
+            p.terminate()
+            p.wait(15)
+    med = {
+        k: float(np.median([r["voice_to_voice_ms"] for r in rows if r["voice_to_voice_ms"]]))
+        for k, rows in (("one_hop", one), ("two_hops", two))
+    }
+    print(
+        f"\nvoice to voice median: one hop {med['one_hop']:.0f} ms, two hops {med['two_hops']:.0f} ms, "
+        f"the extra hop adds {med['two_hops'] - med['one_hop']:.0f} ms"
+    )
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(
+        json.dumps(
+            {
+                "benchmark": "two_hops",
+                "machine": f"{platform.machine()} {os.cpu_count()} cores",
+                "median_ms": med,
+                "one_hop": one,
+                "two_hops": two,
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -71,7 +71,6 @@ class RealtimeSession:
         )
 
     def session_info(self) -> dict[str, Any]:
-        fmt = {"type": "audio/pcm", "rate": RATE}
         return {
             "id": self.id,
             "type": "realtime",
@@ -79,8 +78,11 @@ class RealtimeSession:
             "model": self.server.engine.name,
             "output_modalities": ["audio"],
             "audio": {
-                "input": {"format": fmt, "turn_detection": {"type": "server_vad"}},
-                "output": {"format": fmt, "voice": "default"},
+                "input": {
+                    "format": {"type": "audio/pcm", "rate": self.input_rate},
+                    "turn_detection": {"type": "server_vad"},
+                },
+                "output": {"format": {"type": "audio/pcm", "rate": RATE}, "voice": "default"},
             },
         }
 

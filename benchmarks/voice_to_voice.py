@@ -104,7 +104,7 @@ async def run(url: str, rounds: int) -> list[dict]:
                 print(
                     f"  [{r + 1}] {q!r:40} v2v {v2v:5.0f} ms = end-of-turn {row['endpoint_ms']:.0f} + first audio "
                     f"{row['first_audio_ms']:.0f} + transport {row['transport_ms']:.0f} "
-                    f"(recognition {row['recognition_ms']:.0f}, {when})",
+                    f"(recognition {row['recognition_ms'] or 0:.0f}, {when})",
                     flush=True,
                 )
             else:

@@ -126,7 +126,10 @@ class RealtimeClientSession:
             "type": "realtime",
             "output_modalities": ["audio"],
             "audio": {
-                "input": {"format": {"type": "audio/pcm", "rate": RATE}, "turn_detection": {"type": "server_vad"}},
+                "input": {
+                    "format": {"type": "audio/pcm", "rate": self._rate},
+                    "turn_detection": {"type": "server_vad"},
+                },
                 "output": {"format": {"type": "audio/pcm", "rate": RATE}},
             },
         }

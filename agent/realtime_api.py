@@ -81,6 +81,8 @@ class RealtimeSession:
                 "input": {
                     "format": {"type": "audio/pcm", "rate": self.input_rate},
                     "turn_detection": {"type": "server_vad"},
+                    # an addition: clients that can send 16 kHz spare both sides a resampling
+                    "rates": [16_000, 24_000],
                 },
                 "output": {"format": {"type": "audio/pcm", "rate": RATE}, "voice": "default"},
             },

@@ -56,7 +56,7 @@ class RealtimeEngine:
         api_key: str = "",
         retries: int = 3,
         timeout: float = 5.0,
-        input_rate: int = RATE,
+        input_rate: int | None = None,
     ) -> None:
         self.url = url or os.environ.get("OMNI_REALTIME_URL", "")
         if not self.url:
@@ -65,8 +65,9 @@ class RealtimeEngine:
         self.voice = voice or os.environ.get("OMNI_REALTIME_VOICE", "")
         self.api_key = api_key or os.environ.get("OMNI_REALTIME_KEY", "")
         self.retries, self.timeout = retries, timeout
-        # 24 kHz is the protocol's rate; 16 kHz (our own /v1/realtime accepts it) spares a
-        # resampling on each side, and the resampler's lag that costs the far side a whole tick.
+        # 24 kHz is the protocol's rate. 16 kHz, where the server offers it (our own
+        # /v1/realtime does), spares a resampling on each side and the far side's
+        # resampler lag, which costs a whole 80 ms tick. None: choose by what is offered.
         self.input_rate = input_rate
 
     def endpoint(self) -> str:
@@ -87,7 +88,7 @@ class RealtimeClientSession:
         self.outbox = Outbox()
         self.text_only = False
         self._ws: ClientConnection | None = None
-        self._rate = engine.input_rate
+        self._rate = engine.input_rate or RATE
         self._up = StreamResampler(INPUT_RATE, self._rate, quality="LQ")
         self._send: asyncio.Queue[str] = asyncio.Queue(256)  # ~5 s of 20 ms appends
         self._tasks: list[asyncio.Task[Any]] = []
@@ -112,6 +113,11 @@ class RealtimeClientSession:
                 first = json.loads(await asyncio.wait_for(self._ws.recv(), e.timeout))
                 if first.get("type") == "error":
                     raise ValueError(f"the realtime server refused: {first.get('error', {}).get('message', first)}")
+                if e.input_rate is None:  # 16 kHz where offered (our /v1/realtime): no resampling either side
+                    offered = (((first.get("session") or {}).get("audio") or {}).get("input") or {}).get("rates") or []
+                    rate = INPUT_RATE if INPUT_RATE in offered else RATE
+                    if rate != self._rate:
+                        self._rate, self._up = rate, StreamResampler(INPUT_RATE, rate, quality="LQ")
                 break
             except (OSError, TimeoutError, InvalidHandshake, ConnectionClosed) as exc:
                 last = f"{type(exc).__name__}: {exc}"

@@ -146,25 +146,10 @@ async def run_level(url: str, http: str, n: int, clips: list[Clip], turns: int, 
     }
 
 
-def start_server(engine: str, mode: str | None, max_sessions: int) -> tuple[subprocess.Popen[str], str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "agent.cli",
-        "serve",
-        "--engine",
-        engine,
-        "--port",
-        "0",
-        "--host-address",
-        "127.0.0.1",
-        "--max-sessions",
-        str(max_sessions),
-        "--log-level",
-        "warning",
-    ]
-    if mode:
-        cmd += ["--mode", mode]
+def spawn_server(*args: str) -> tuple[subprocess.Popen[str], str]:
+    """`omni-agent serve ARGS` on a free loopback port, no transcripts; returns it and its http URL."""
+    cmd = [sys.executable, "-m", "agent.cli", "serve", "--port", "0", "--host-address", "127.0.0.1"]
+    cmd += ["--transcripts", "", "--log-level", "warning", *args]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     for _ in range(50):
@@ -175,6 +160,10 @@ def start_server(engine: str, mode: str | None, max_sessions: int) -> tuple[subp
             break
     proc.kill()
     raise RuntimeError("the server did not start")
+
+
+def start_server(engine: str, mode: str | None, max_sessions: int) -> tuple[subprocess.Popen[str], str]:
+    return spawn_server("--engine", engine, "--max-sessions", str(max_sessions), *(["--mode", mode] if mode else []))
 
 
 def draw(rows: list[dict], title: str, path: Path) -> None:

@@ -10,44 +10,21 @@ import asyncio
 import json
 import os
 import platform
-import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 
+from agent.bench import spawn_server
 from agent.ice import set_host_addresses
 from benchmarks.voice_to_voice import run, start_server
 
 
-def start_near(far_http: str) -> tuple[subprocess.Popen[str], str]:
-    far_ws = far_http.replace("ws://", "").removesuffix("/ws")
-    cmd = [
-        sys.executable,
-        "-m",
-        "agent.cli",
-        "serve",
-        "--engine",
-        "realtime",
-        "--realtime-url",
-        f"ws://{far_ws}/v1/realtime",
-        "--port",
-        "0",
-        "--host-address",
-        "127.0.0.1",
-        "--transcripts",
-        "",
-        "--log-level",
-        "warning",
-    ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert proc.stdout is not None
-    for _ in range(40):
-        if m := re.search(r"open http://([\d.:]+)/", proc.stdout.readline()):
-            return proc, f"ws://{m.group(1)}/ws"
-    proc.kill()
-    raise RuntimeError("the near server did not start")
+def start_near(far_ws_url: str) -> tuple[subprocess.Popen[str], str]:
+    """A second server whose realtime engine talks to the first one's /v1/realtime."""
+    far = far_ws_url.removesuffix("/ws")
+    proc, http = spawn_server("--engine", "realtime", "--realtime-url", f"{far}/v1/realtime")
+    return proc, http.replace("http", "ws", 1) + "/ws"
 
 
 def main() -> None:

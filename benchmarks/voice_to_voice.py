@@ -15,14 +15,13 @@ import asyncio
 import json
 import os
 import platform
-import re
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from agent.bench import spawn_server
 from agent.client import RATE, AgentClient
 from agent.ice import set_host_addresses
 from tests.fixtures import read_wav, speech_wav
@@ -40,28 +39,9 @@ QUESTIONS = [
 
 
 def start_server(extra: list[str]) -> tuple[subprocess.Popen[str], str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "agent.cli",
-        "serve",
-        "--port",
-        "0",
-        "--host-address",
-        "127.0.0.1",
-        "--transcripts",
-        "",
-        *extra,
-    ]
-    proc = subprocess.Popen(
-        cmd + ["--log-level", "warning"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    assert proc.stdout is not None
-    for _ in range(40):
-        if m := re.search(r"open http://([\d.:]+)/", proc.stdout.readline()):
-            return proc, f"ws://{m.group(1)}/ws"
-    proc.kill()
-    raise RuntimeError("the server did not start")
+    """The server and its WebSocket URL."""
+    proc, http = spawn_server(*extra)
+    return proc, http.replace("http", "ws", 1) + "/ws"
 
 
 async def run(url: str, rounds: int) -> list[dict]:

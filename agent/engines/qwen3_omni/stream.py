@@ -1,0 +1,425 @@
+"""Qwen3-Omni streamed frame by frame: the model math, batched over sessions.
+
+`model.generate(return_audio=True)` runs the Thinker to its end, then the
+Talker to its end, then decodes the codec in 300-frame chunks. Here each stage
+advances one step at a time so that speech exists from the first codec frame:
+
+- Thinker: prefill the turn onto the conversation's cache, then one token per
+  step; it only has to stay one token ahead of the Talker.
+- Talker: prefilled from the Thinker's embeddings and its hidden state at
+  `accept_hidden_layer`; each step the MTP (code predictor) fills codebooks
+  1-15 of the previous frame, and the sum of that frame's code embeddings plus
+  the next text token's projection is the next input.
+- Code2Wav: its transformer runs one frame at a time on a sliding-window
+  cache; the causal conv stack re-runs over the last `C2W_CONTEXT` frames and
+  the newest 1920 samples are final (1365 for the first frame).
+
+Greedy decoding reproduces `generate(..., do_sample=False)` token for token
+and code for code (tests/agent/engines/test_qwen3_omni_stream.py). Every
+function takes a list of `Reply` objects, one per session, and runs them as
+one batch: decode steps of sessions with different cache lengths are
+left-padded into one temporary cache and masked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from transformers import DynamicCache
+from transformers.generation.logits_process import (
+    LogitsProcessorList,
+    RepetitionPenaltyLogitsProcessor,
+    SuppressTokensLogitsProcessor,
+)
+
+C2W_CONTEXT = 16  # frames of left context re-run through the conv stack; its receptive field is ~12
+FIRST_FRAME_SAMPLES = 1365  # the transposed convs trim 555 samples at the right edge of a stream
+
+
+@dataclass
+class TurnInput:
+    """One user turn as the Thinker reads it: prompt ids with placeholders, and the media for them."""
+
+    ids: list[int]
+    input_features: torch.Tensor | None = None  # [n_audio, 128, frames]
+    feature_attention_mask: torch.Tensor | None = None  # [n_audio, frames]
+    pixel_values: torch.Tensor | None = None
+    image_grid_thw: torch.Tensor | None = None  # [n_images, 3]
+
+
+@dataclass
+class Conversation:
+    """What a session keeps between turns: the Thinker's cache and the Talker's view of the user."""
+
+    cache: DynamicCache | None = None
+    length: int = 0  # tokens in the cache
+    next_pos: int = 0  # next rope position (3D positions run ahead of the token count with images)
+    role: int | None = None  # role token of the segment the cache ends in
+    user_ids: list[torch.Tensor] = field(default_factory=list)  # per turn: the user segment's ids
+    user_embeds: list[torch.Tensor] = field(default_factory=list)  # per turn: their Talker inputs
+    image_grids: list[torch.Tensor] = field(default_factory=list)  # per turn: grids of images in user segments
+    audio_lengths: list[torch.Tensor] = field(default_factory=list)  # per turn: feature lengths of its audio
+
+
+@dataclass
+class Reply:
+    """One turn's generation state; the scheduler advances it stage by stage."""
+
+    conv: Conversation
+    speak: bool
+    max_text_tokens: int
+    max_frames: int
+    tokens: list[int] = field(default_factory=list)  # the Thinker's output, EOS included when it came
+    prompt_tail: list[int] = field(default_factory=list)  # "<|im_start|>assistant\n" as the prompt ended
+    text_done: bool = False
+    # Talker
+    talker_cache: DynamicCache | None = None
+    talker_pos: int = 0
+    talker_len: int = 0
+    talker_step: int = 0  # generation_step: how many trailing text entries consumed
+    code0: list[int] = field(default_factory=list)  # codebook 0 per frame, EOS when it came
+    last_hidden: torch.Tensor | None = None  # the Talker's last hidden state at its last position
+    speech_done: bool = False
+    # Code2Wav
+    frames: list[torch.Tensor] = field(default_factory=list)  # [16] codes per finished frame
+    c2w_cache: DynamicCache | None = None
+    c2w_hidden: list[torch.Tensor] = field(default_factory=list)  # last C2W_CONTEXT transformer outputs
+    decoded: int = 0  # frames turned into samples
+    cancelled: bool = False
+
+    @property
+    def done(self) -> bool:
+        return self.cancelled or (self.text_done and (not self.speak or (self.speech_done and self.decoded == len(self.frames))))
+
+
+def _stack_caches(caches: list[DynamicCache], lengths: list[int]) -> tuple[DynamicCache, torch.Tensor]:
+    """Left-pad per-session caches into one batch cache and the attention mask that hides the padding."""
+    longest = max(lengths)
+    batch = DynamicCache()
+    for layer in range(len(caches[0].layers)):
+        keys, values = [], []
+        for cache, n in zip(caches, lengths):
+            k, v = cache.layers[layer].keys, cache.layers[layer].values
+            keys.append(F.pad(k, (0, 0, longest - n, 0)))
+            values.append(F.pad(v, (0, 0, longest - n, 0)))
+        batch.update(torch.cat(keys), torch.cat(values), layer)
+    mask = torch.zeros(len(caches), longest + 1, dtype=torch.long, device=caches[0].layers[0].keys.device)
+    for i, n in enumerate(lengths):
+        mask[i, longest - n :] = 1
+    return batch, mask
+
+
+def _unstack_step(batch: DynamicCache, caches: list[DynamicCache]) -> None:
+    """Append each row's newest key/value to its own cache."""
+    for layer in range(len(batch.layers)):
+        k, v = batch.layers[layer].keys, batch.layers[layer].values
+        for i, cache in enumerate(caches):
+            cache.update(k[i : i + 1, :, -1:], v[i : i + 1, :, -1:], layer)
+
+
+class OmniStreamer:
+    """The stages of one loaded model; stateless apart from the model, so any number of sessions share it."""
+
+    def __init__(self, model: Any, speaker: str = "ethan", repetition_penalty: float = 1.05) -> None:
+        self.model = model
+        self.thinker = model.thinker
+        self.config = model.config
+        self.has_talker = getattr(model, "has_talker", False)
+        tc = self.config.talker_config
+        self.device = self.thinker.device
+        self.eos = self.config.im_end_token_id
+        self.accept_layer = tc.accept_hidden_layer
+        self.mm_ids = torch.tensor(
+            [self.config.thinker_config.audio_token_id, self.config.thinker_config.image_token_id,
+             self.config.thinker_config.video_token_id],
+            device=self.device,
+        )
+        if self.has_talker:
+            self.talker = model.talker
+            if not hasattr(self.talker.config, "audio_config"):
+                # The Talker's rope index reads the audio encoder's window when a turn has both audio and images,
+                # but its config lacks it (upstream generate() fails there too); it is the Thinker's.
+                self.talker.config.audio_config = self.config.thinker_config.audio_config
+            self.code2wav = model.code2wav
+            self.speaker_id = tc.speaker_id[speaker.lower()]
+            vocab = tc.text_config.vocab_size
+            self.codec_eos = tc.codec_eos_token_id
+            suppressed = [i for i in range(vocab - 1024, vocab) if i != self.codec_eos]
+            self.talker_processors = LogitsProcessorList([SuppressTokensLogitsProcessor(suppressed, device=self.device)])
+            if repetition_penalty != 1.0:
+                self.talker_processors.insert(0, RepetitionPenaltyLogitsProcessor(repetition_penalty))
+            special = torch.tensor(
+                [[self.config.tts_bos_token_id, self.config.tts_eos_token_id, self.config.tts_pad_token_id]],
+                device=self.device,
+            )
+            with torch.no_grad():
+                proj = self.talker.text_projection(self.thinker.get_input_embeddings()(special))
+            self.tts_bos, self.tts_eos, self.tts_pad = proj.chunk(3, dim=1)  # each [1, 1, d]
+            self.upsample = int(self.code2wav.total_upsample)
+
+    # ---------------------------------------------------------------- Thinker
+
+    def _positions(self, turn: TurnInput, conv: Conversation) -> tuple[torch.Tensor, int]:
+        """3D rope positions of the new tokens: the chunk's own index shifted past what the cache holds."""
+        ids = torch.tensor([turn.ids], device=self.device)
+        audio_lengths = turn.feature_attention_mask.sum(-1) if turn.feature_attention_mask is not None else None
+        pos, _ = self.thinker.model.get_rope_index(
+            ids, turn.image_grid_thw, None, torch.ones_like(ids), False, audio_lengths, None
+        )
+        pos = pos.to(torch.long) + conv.next_pos
+        text = torch.arange(conv.length, conv.length + ids.shape[1], device=self.device).view(1, 1, -1)
+        return torch.cat([text, pos], dim=0), int(pos.max()) + 1
+
+    @torch.no_grad()
+    def prefill(self, reply: Reply, turn: TurnInput) -> None:
+        """Append a turn to the conversation's cache and take the reply's first token."""
+        conv = reply.conv
+        reply.prompt_tail = list(turn.ids[-3:])
+        if conv.cache is None:
+            conv.cache = DynamicCache(config=self.thinker.config.text_config)
+        ids = torch.tensor([turn.ids], device=self.device)
+        positions, next_pos = self._positions(turn, conv)
+        out = self.thinker(
+            input_ids=ids,
+            input_features=turn.input_features,
+            feature_attention_mask=turn.feature_attention_mask,
+            pixel_values=turn.pixel_values,
+            image_grid_thw=turn.image_grid_thw,
+            attention_mask=torch.ones(1, conv.length + ids.shape[1], dtype=torch.long, device=self.device),
+            position_ids=positions,
+            cache=conv.cache,
+            use_cache=True,
+            output_hidden_states=self.has_talker,
+        )
+        conv.length += ids.shape[1]
+        conv.next_pos = next_pos
+        if self.has_talker:
+            self._keep_user_part(conv, turn, ids[0], out.hidden_states)
+        self._take_token(reply, out.logits[0, -1])
+
+    def _keep_user_part(self, conv: Conversation, turn: TurnInput, ids: torch.Tensor, hidden: tuple) -> None:
+        """The Talker sees every user segment of the conversation: media as projected hidden states, text as
+        projected embeddings (what `generate` gathers from the whole sequence)."""
+        role = conv.role
+        mask = torch.zeros(len(ids), dtype=torch.bool)
+        im_start, values = self.config.im_start_token_id, ids.tolist()
+        for i, tok in enumerate(values):
+            if i > 0 and values[i - 1] == im_start:
+                role = tok
+            if tok == im_start and i + 1 < len(values):
+                role = values[i + 1]
+            mask[i] = role == self.config.user_token_id
+        conv.role = role
+        if not mask.any():
+            return
+        mask = mask.to(self.device)
+        embeds, accept = hidden[0][0], hidden[self.accept_layer][0]
+        mm = torch.isin(ids, self.mm_ids)
+        part = torch.empty(len(ids), self.config.talker_config.text_config.hidden_size, device=self.device,
+                           dtype=self.talker.dtype)
+        if mm.any():
+            part[mm] = self.talker.hidden_projection(accept[mm]).to(part.dtype)
+        if (~mm).any():
+            part[~mm] = self.talker.text_projection(embeds[~mm]).to(part.dtype)
+        conv.user_ids.append(ids[mask])
+        conv.user_embeds.append(part[mask])
+        if turn.image_grid_thw is not None:
+            conv.image_grids.append(turn.image_grid_thw)
+        if turn.feature_attention_mask is not None:
+            conv.audio_lengths.append(turn.feature_attention_mask.sum(-1))
+
+    def _take_token(self, reply: Reply, logits: torch.Tensor) -> None:
+        token = int(torch.argmax(logits))
+        reply.tokens.append(token)
+        if token == self.eos or len(reply.tokens) >= reply.max_text_tokens:
+            reply.text_done = True
+
+    @torch.no_grad()
+    def thinker_step(self, replies: list[Reply]) -> None:
+        """One more token for each reply (the last token goes into its cache)."""
+        convs = [r.conv for r in replies]
+        ids = torch.tensor([[r.tokens[-1]] for r in replies], device=self.device)
+        if len(replies) == 1:
+            conv = convs[0]
+            cache, mask = conv.cache, torch.ones(1, conv.length + 1, dtype=torch.long, device=self.device)
+            text = torch.tensor([[[conv.length]]], device=self.device)
+        else:
+            cache, mask = _stack_caches([c.cache for c in convs], [c.length for c in convs])
+            text = torch.full((1, len(replies), 1), mask.shape[1] - 1, device=self.device)
+        rope = torch.tensor([c.next_pos for c in convs], device=self.device).view(1, -1, 1).expand(3, -1, -1)
+        out = self.thinker(
+            input_ids=ids, attention_mask=mask, position_ids=torch.cat([text, rope]), cache=cache, use_cache=True
+        )
+        if len(replies) > 1:
+            _unstack_step(cache, [c.cache for c in convs])
+        for i, (reply, conv) in enumerate(zip(replies, convs)):
+            conv.length += 1
+            conv.next_pos += 1
+            self._take_token(reply, out.logits[i, -1])
+
+    # ---------------------------------------------------------------- Talker
+
+    def _text_embed(self, tokens: list[int]) -> torch.Tensor:
+        ids = torch.tensor([tokens], device=self.device)
+        return self.talker.text_projection(self.thinker.get_input_embeddings()(ids))
+
+    def trailing_ready(self, reply: Reply) -> bool:
+        """The Talker's next step reads text token `talker_step + 1`: it needs that token or the end of text."""
+        return reply.text_done or len(reply.tokens) >= reply.talker_step + 2
+
+    def _trailing(self, reply: Reply) -> torch.Tensor:
+        t, n = reply.talker_step, len(reply.tokens)
+        if reply.text_done and t + 1 >= n - 1:
+            return self.tts_eos[0] if t + 1 == n - 1 else self.tts_pad[0]
+        return self._text_embed([reply.tokens[t + 1]])[0]
+
+    @torch.no_grad()
+    def talker_prefill(self, reply: Reply) -> None:
+        """Start the Talker on the conversation's user segments and the reply's first text token."""
+        conv, cfg = reply.conv, self.config.talker_config
+        user_embeds = torch.cat(conv.user_embeds)[None]
+        user_ids = torch.cat(conv.user_ids)[None]
+        assistant = self._text_embed(reply.prompt_tail + reply.tokens[:1])
+        text_part = torch.cat(
+            [assistant[:, :3], self.tts_pad.expand(1, 4, -1), self.tts_bos, assistant[:, 3:4]], dim=1
+        )
+        codec = torch.tensor(
+            [[cfg.codec_nothink_id, cfg.codec_think_bos_id, cfg.codec_think_eos_id, self.speaker_id,
+              cfg.codec_pad_id, cfg.codec_bos_id]],
+            device=self.device,
+        )
+        codec_part = torch.cat(
+            [torch.zeros(1, 3, text_part.shape[-1], device=self.device, dtype=text_part.dtype),
+             self.talker.get_input_embeddings()(codec)],
+            dim=1,
+        )
+        embeds = torch.cat([user_embeds, text_part + codec_part], dim=1)
+        ids = torch.cat(
+            [user_ids, torch.full((1, text_part.shape[1]), self.config.tts_pad_token_id, device=self.device)], dim=1
+        )
+        mask = torch.ones_like(ids)
+        grids = torch.cat(conv.image_grids) if conv.image_grids else None
+        audio = torch.cat(conv.audio_lengths) if conv.audio_lengths else None
+        if grids is not None or audio is not None:
+            rope, _ = self.talker.get_rope_index(ids, grids, None, mask, False, audio, None)
+            rope = rope.to(torch.long)
+        else:
+            rope = torch.arange(ids.shape[1], device=self.device).view(1, 1, -1).expand(3, 1, -1)
+        text = torch.arange(ids.shape[1], device=self.device).view(1, 1, -1)
+        reply.talker_cache = DynamicCache(config=self.talker.config.text_config)
+        out = self.talker(
+            inputs_embeds=embeds,
+            attention_mask=mask,
+            position_ids=torch.cat([text, rope]),
+            cache=reply.talker_cache,
+            use_cache=True,
+            output_hidden_states=True,
+        )
+        reply.talker_len = ids.shape[1]
+        reply.talker_pos = int(rope.max()) + 1
+        reply.last_hidden = out.hidden_states[0][-1][:, -1:]
+        self._take_code(reply, out.logits[0, -1])
+
+    def _take_code(self, reply: Reply, logits: torch.Tensor) -> None:
+        history = torch.tensor([reply.code0], dtype=torch.long, device=self.device)
+        scores = self.talker_processors(history, logits[None].float())
+        code = int(torch.argmax(scores[0]))
+        if code == self.codec_eos:
+            reply.speech_done = True
+            return
+        reply.code0.append(code)
+        if len(reply.code0) >= reply.max_frames:
+            reply.speech_done = True  # generate() stops here too: the last code0 never gets its residuals
+            reply.code0.pop()
+
+    @torch.no_grad()
+    def predict_residuals(self, hidden: torch.Tensor, code0: torch.Tensor) -> torch.Tensor:
+        """The MTP: codebooks 1-15 for a batch of frames; returns [B, 16] codes and their summed embedding."""
+        predictor = self.talker.code_predictor
+        first = self.talker.get_input_embeddings()(code0[:, None])  # [B, 1, d]
+        cache = DynamicCache(config=predictor.config)
+        embeds = torch.cat([hidden, first], dim=1)
+        codes, total = [code0], first[:, 0].clone()
+        for step in range(self.config.talker_config.num_code_groups - 1):
+            out = predictor.model(inputs_embeds=embeds, cache=cache, use_cache=True)
+            logits = predictor.lm_head[step](out.last_hidden_state[:, -1])
+            code = torch.argmax(logits, dim=-1)
+            codes.append(code)
+            embeds = predictor.get_input_embeddings()[step](code[:, None])
+            total = total + embeds[:, 0]
+        return torch.stack(codes, dim=1), total
+
+    @torch.no_grad()
+    def talker_step(self, replies: list[Reply]) -> None:
+        """Finish each reply's pending frame (MTP) and predict the next frame's codebook 0."""
+        hidden = torch.cat([r.last_hidden for r in replies])
+        code0 = torch.tensor([r.code0[-1] for r in replies], device=self.device)
+        codes, summed = self.predict_residuals(hidden, code0)
+        embeds = (summed + torch.cat([self._trailing(r) for r in replies]))[:, None]
+        for reply, frame in zip(replies, codes):
+            reply.frames.append(frame)
+            reply.talker_step += 1
+        if len(replies) == 1:
+            reply = replies[0]
+            cache = reply.talker_cache
+            mask = torch.ones(1, reply.talker_len + 1, dtype=torch.long, device=self.device)
+            text = torch.tensor([[[reply.talker_len]]], device=self.device)
+        else:
+            cache, mask = _stack_caches([r.talker_cache for r in replies], [r.talker_len for r in replies])
+            text = torch.full((1, len(replies), 1), mask.shape[1] - 1, device=self.device)
+        rope = torch.tensor([r.talker_pos for r in replies], device=self.device).view(1, -1, 1).expand(3, -1, -1)
+        out = self.talker(
+            inputs_embeds=embeds, attention_mask=mask, position_ids=torch.cat([text, rope]), cache=cache,
+            use_cache=True, output_hidden_states=True, generation_step=0,  # unused; the forward adds one to it
+        )
+        if len(replies) > 1:
+            _unstack_step(cache, [r.talker_cache for r in replies])
+        last = out.hidden_states[0][-1]
+        for i, reply in enumerate(replies):
+            reply.talker_len += 1
+            reply.talker_pos += 1
+            reply.last_hidden = last[i : i + 1, -1:]
+            self._take_code(reply, out.logits[i, -1])
+
+    # ---------------------------------------------------------------- Code2Wav
+
+    @torch.no_grad()
+    def decode_frames(self, replies: list[Reply]) -> list[np.ndarray]:
+        """The next codec frame of each reply as its final samples (1365 for a stream's first, then 1920)."""
+        c2w = self.code2wav
+        windows = []
+        for reply in replies:
+            if reply.c2w_cache is None:
+                reply.c2w_cache = DynamicCache(config=c2w.config)
+            codes = reply.frames[reply.decoded].view(1, -1, 1)
+            hidden = c2w.code_embedding(codes + c2w.code_offset).mean(1)
+            pos = torch.tensor([[reply.decoded]], device=self.device)
+            out = c2w.pre_transformer(inputs_embeds=hidden, position_ids=pos, cache=reply.c2w_cache, use_cache=True)
+            reply.c2w_hidden.append(out.last_hidden_state)
+            del reply.c2w_hidden[:-C2W_CONTEXT]
+            windows.append(torch.cat(reply.c2w_hidden, dim=1))
+        results: list[np.ndarray | None] = [None] * len(replies)
+        by_len: dict[int, list[int]] = {}
+        for i, w in enumerate(windows):
+            by_len.setdefault(w.shape[1], []).append(i)
+        for idx in by_len.values():
+            wav = self._conv_stack(torch.cat([windows[i] for i in idx]))
+            for row, i in enumerate(idx):
+                n = FIRST_FRAME_SAMPLES if replies[i].decoded == 0 else self.upsample
+                results[i] = wav[row, 0, -n:].float().cpu().numpy()
+        for reply in replies:
+            reply.decoded += 1
+        return results  # type: ignore[return-value]
+
+    def _conv_stack(self, hidden: torch.Tensor) -> torch.Tensor:
+        hidden = hidden.permute(0, 2, 1)
+        for blocks in self.code2wav.upsample:
+            for block in blocks:
+                hidden = block(hidden)
+        for block in self.code2wav.decoder:
+            hidden = block(hidden)
+        return hidden.clamp(min=-1, max=1)

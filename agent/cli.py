@@ -23,6 +23,9 @@ def _serve_args(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", help="engine mode (echo: stream | turn); --engine echo defaults to stream")
     p.add_argument("--profile", choices=PROFILES)
     p.add_argument("--realtime-url", help="with --engine realtime: the ws(s)://.../v1/realtime server to use")
+    p.add_argument("--model", help="with --engine qwen3-omni: a local Qwen3-Omni folder (or a hub id with a network)")
+    p.add_argument("--device", help="with --engine qwen3-omni: cuda, cuda:1 or cpu (default: cuda when present)")
+    p.add_argument("--batch-limit", type=int, help="with --engine qwen3-omni: sessions per batched step (default 8)")
     p.add_argument("--max-sessions", type=int, help="concurrent sessions before new ones get `busy`")
     p.add_argument("--ice-server", action="append", default=None, help="a STUN/TURN URL; repeatable")
     p.add_argument("--host-address", action="append", default=None, help="offer only these host candidates; repeatable")
@@ -61,6 +64,9 @@ def build_config(args: argparse.Namespace) -> Config:
         cfg.profile = args.profile
     if args.realtime_url is not None:
         cfg.engine.options["url"] = args.realtime_url
+    for name in ("model", "device", "batch_limit"):
+        if getattr(args, name) is not None:
+            cfg.engine.options[name] = getattr(args, name)
     if args.max_sessions is not None:
         cfg.server.max_sessions = args.max_sessions
     if args.ice_server is not None:
@@ -157,6 +163,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"omni-agent: cannot listen on {cfg.server.host}:{cfg.server.port}: {exc}", file=sys.stderr)
             return 1
         except ValueError as exc:
+            print(f"omni-agent: {exc}", file=sys.stderr)
+            return 2
+        except RuntimeError as exc:  # ModelLoadError: no model folder, files missing, too little GPU memory
+            from agent.engines.qwen3_omni.loading import ModelLoadError
+
+            if not isinstance(exc, ModelLoadError):
+                raise
             print(f"omni-agent: {exc}", file=sys.stderr)
             return 2
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from agent.config import EngineConfig
 from agent.engines.base import Engine
 
-ENGINES = ("cascade", "echo", "realtime")
+ENGINES = ("cascade", "echo", "realtime", "qwen3-omni")
 
 
 def make_engine(cfg: EngineConfig) -> Engine:
@@ -21,4 +21,8 @@ def make_engine(cfg: EngineConfig) -> Engine:
         from agent.engines.realtime import RealtimeEngine
 
         return RealtimeEngine(**cfg.options)
+    if cfg.name == "qwen3-omni":
+        from agent.engines.qwen3_omni.engine import QwenOmniEngine
+
+        return QwenOmniEngine(end_silence_ms=cfg.end_silence_ms, **cfg.options)
     raise ValueError(f"unknown engine {cfg.name!r}; available: {', '.join(ENGINES)}")

@@ -48,15 +48,9 @@ class Prompter:
         images: list[np.ndarray] | None = None,
         text: str | None = None,
         system: str | None = None,
-        after_reply: bool = False,
     ) -> TurnInput:
-        """One user turn, ending with the assistant's opening; `after_reply` closes the previous reply first
-        (the Thinker never reads its own final <|im_end|>), `system` opens a conversation."""
-        ids: list[int] = []
-        if after_reply:
-            ids += self.text_ids("<|im_end|>\n")
-        if system is not None:
-            ids += self.system(system)
+        """One user turn, ending with the assistant's opening; `system` opens a conversation with it."""
+        ids: list[int] = self.system(system) if system is not None else []
         ids += self.text_ids("<|im_start|>user\n")
         pixel_values = grid = None
         if images:
@@ -68,8 +62,12 @@ class Prompter:
         features = feature_mask = None
         if audio is not None and len(audio):
             feats = self.feature_extractor(
-                audio.astype(np.float32), sampling_rate=SAMPLE_RATE, return_attention_mask=True,
-                padding="longest", truncation=False, return_tensors="pt",
+                audio.astype(np.float32),
+                sampling_rate=SAMPLE_RATE,
+                return_attention_mask=True,
+                padding="longest",
+                truncation=False,
+                return_tensors="pt",
             )
             features, feature_mask = feats["input_features"], feats["attention_mask"]
             n = audio_tokens(int(feature_mask.sum()), self.n_window)
@@ -83,3 +81,26 @@ class Prompter:
             return None if t is None else t.to(dev)
 
         return TurnInput(ids, to(features), to(feature_mask), to(pixel_values), to(grid))
+
+
+def join(prefix: list[int], parts: list[TurnInput | list[int]]) -> TurnInput:
+    """Token runs and turns as one Thinker input (a conversation re-read after its oldest turns were cut)."""
+    ids = list(prefix)
+    feats, masks, pixels, grids = [], [], [], []
+    for part in parts:
+        if isinstance(part, list):
+            ids += part
+            continue
+        ids += part.ids
+        if part.input_features is not None:
+            feats.append(part.input_features)
+            masks.append(part.feature_attention_mask)
+        if part.pixel_values is not None:
+            pixels.append(part.pixel_values)
+            grids.append(part.image_grid_thw)
+    features = mask = None
+    if feats:
+        frames = max(f.shape[-1] for f in feats)
+        features = torch.cat([torch.nn.functional.pad(f, (0, frames - f.shape[-1])) for f in feats])
+        mask = torch.cat([torch.nn.functional.pad(m, (0, frames - m.shape[-1])) for m in masks])
+    return TurnInput(ids, features, mask, torch.cat(pixels) if pixels else None, torch.cat(grids) if grids else None)

@@ -93,7 +93,9 @@ class Reply:
 
     @property
     def done(self) -> bool:
-        return self.cancelled or (self.text_done and (not self.speak or (self.speech_done and self.decoded == len(self.frames))))
+        return self.cancelled or (
+            self.text_done and (not self.speak or (self.speech_done and self.decoded == len(self.frames)))
+        )
 
 
 def _stack_caches(caches: list[DynamicCache], lengths: list[int]) -> tuple[DynamicCache, torch.Tensor]:
@@ -102,7 +104,7 @@ def _stack_caches(caches: list[DynamicCache], lengths: list[int]) -> tuple[Dynam
     batch = DynamicCache()
     for layer in range(len(caches[0].layers)):
         keys, values = [], []
-        for cache, n in zip(caches, lengths):
+        for cache, n in zip(caches, lengths, strict=False):
             k, v = cache.layers[layer].keys, cache.layers[layer].values
             keys.append(F.pad(k, (0, 0, longest - n, 0)))
             values.append(F.pad(v, (0, 0, longest - n, 0)))
@@ -134,8 +136,11 @@ class OmniStreamer:
         self.eos = self.config.im_end_token_id
         self.accept_layer = tc.accept_hidden_layer
         self.mm_ids = torch.tensor(
-            [self.config.thinker_config.audio_token_id, self.config.thinker_config.image_token_id,
-             self.config.thinker_config.video_token_id],
+            [
+                self.config.thinker_config.audio_token_id,
+                self.config.thinker_config.image_token_id,
+                self.config.thinker_config.video_token_id,
+            ],
             device=self.device,
         )
         if self.has_talker:
@@ -149,7 +154,9 @@ class OmniStreamer:
             vocab = tc.text_config.vocab_size
             self.codec_eos = tc.codec_eos_token_id
             suppressed = [i for i in range(vocab - 1024, vocab) if i != self.codec_eos]
-            self.talker_processors = LogitsProcessorList([SuppressTokensLogitsProcessor(suppressed, device=self.device)])
+            self.talker_processors = LogitsProcessorList(
+                [SuppressTokensLogitsProcessor(suppressed, device=self.device)]
+            )
             if repetition_penalty != 1.0:
                 self.talker_processors.insert(0, RepetitionPenaltyLogitsProcessor(repetition_penalty))
             special = torch.tensor(
@@ -219,8 +226,9 @@ class OmniStreamer:
         mask = mask.to(self.device)
         embeds, accept = hidden[0][0], hidden[self.accept_layer][0]
         mm = torch.isin(ids, self.mm_ids)
-        part = torch.empty(len(ids), self.config.talker_config.text_config.hidden_size, device=self.device,
-                           dtype=self.talker.dtype)
+        part = torch.empty(
+            len(ids), self.config.talker_config.text_config.hidden_size, device=self.device, dtype=self.talker.dtype
+        )
         if mm.any():
             part[mm] = self.talker.hidden_projection(accept[mm]).to(part.dtype)
         if (~mm).any():
@@ -256,7 +264,7 @@ class OmniStreamer:
         )
         if len(replies) > 1:
             _unstack_step(cache, [c.cache for c in convs])
-        for i, (reply, conv) in enumerate(zip(replies, convs)):
+        for i, (reply, conv) in enumerate(zip(replies, convs, strict=False)):
             conv.length += 1
             conv.next_pos += 1
             self._take_token(reply, out.logits[i, -1])
@@ -284,17 +292,25 @@ class OmniStreamer:
         user_embeds = torch.cat(conv.user_embeds)[None]
         user_ids = torch.cat(conv.user_ids)[None]
         assistant = self._text_embed(reply.prompt_tail + reply.tokens[:1])
-        text_part = torch.cat(
-            [assistant[:, :3], self.tts_pad.expand(1, 4, -1), self.tts_bos, assistant[:, 3:4]], dim=1
-        )
+        text_part = torch.cat([assistant[:, :3], self.tts_pad.expand(1, 4, -1), self.tts_bos, assistant[:, 3:4]], dim=1)
         codec = torch.tensor(
-            [[cfg.codec_nothink_id, cfg.codec_think_bos_id, cfg.codec_think_eos_id, self.speaker_id,
-              cfg.codec_pad_id, cfg.codec_bos_id]],
+            [
+                [
+                    cfg.codec_nothink_id,
+                    cfg.codec_think_bos_id,
+                    cfg.codec_think_eos_id,
+                    self.speaker_id,
+                    cfg.codec_pad_id,
+                    cfg.codec_bos_id,
+                ]
+            ],
             device=self.device,
         )
         codec_part = torch.cat(
-            [torch.zeros(1, 3, text_part.shape[-1], device=self.device, dtype=text_part.dtype),
-             self.talker.get_input_embeddings()(codec)],
+            [
+                torch.zeros(1, 3, text_part.shape[-1], device=self.device, dtype=text_part.dtype),
+                self.talker.get_input_embeddings()(codec),
+            ],
             dim=1,
         )
         embeds = torch.cat([user_embeds, text_part + codec_part], dim=1)
@@ -360,7 +376,7 @@ class OmniStreamer:
         code0 = torch.tensor([r.code0[-1] for r in replies], device=self.device)
         codes, summed = self.predict_residuals(hidden, code0)
         embeds = (summed + torch.cat([self._trailing(r) for r in replies]))[:, None]
-        for reply, frame in zip(replies, codes):
+        for reply, frame in zip(replies, codes, strict=False):
             reply.frames.append(frame)
             reply.talker_step += 1
         if len(replies) == 1:
@@ -373,8 +389,13 @@ class OmniStreamer:
             text = torch.full((1, len(replies), 1), mask.shape[1] - 1, device=self.device)
         rope = torch.tensor([r.talker_pos for r in replies], device=self.device).view(1, -1, 1).expand(3, -1, -1)
         out = self.talker(
-            inputs_embeds=embeds, attention_mask=mask, position_ids=torch.cat([text, rope]), cache=cache,
-            use_cache=True, output_hidden_states=True, generation_step=0,  # unused; the forward adds one to it
+            inputs_embeds=embeds,
+            attention_mask=mask,
+            position_ids=torch.cat([text, rope]),
+            cache=cache,
+            use_cache=True,
+            output_hidden_states=True,
+            generation_step=0,  # unused; the forward adds one to it
         )
         if len(replies) > 1:
             _unstack_step(cache, [r.talker_cache for r in replies])

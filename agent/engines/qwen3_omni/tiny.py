@@ -154,7 +154,9 @@ def tiny_config_dict(ids: dict[str, int]) -> dict:
         "max_position_embeddings": 64,
         "rope_parameters": {"rope_type": "default", "rope_theta": 1000000},
     }
-    codec_base = 1024  # codec control ids above the 64 codes, below the suppressed top 1024... kept as in the real layout
+    codec_base = (
+        1024  # codec control ids above the 64 codes, below the suppressed top 1024... kept as in the real layout
+    )
     mm = {
         "audio_token_id": ids["<|audio_pad|>"],
         "audio_start_token_id": ids["<|audio_start|>"],

@@ -1,0 +1,190 @@
+"""One GPU, many sessions: each step gathers the ready work of every session and runs it batched.
+
+Sans-I/O: `submit`, `cancel` and `step` are plain calls (the engine's worker
+thread makes them); time comes from an injected clock. A step runs at most one
+prefill (the longest piece of work, so decode steps of other sessions are never
+held back by more than one), then one batched Thinker step, one batched Talker
+step (MTP included) and one batched Code2Wav step. No session waits for another
+session's whole turn; when more sessions are ready than `batch_limit`, those
+with the least speech ahead of real time go first, and a session more than
+`max_ahead_s` ahead sits out so the others catch up.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from agent.engines.qwen3_omni.stream import OmniStreamer, Reply, TurnInput
+
+FRAME_S = 0.08
+
+
+@dataclass
+class Job:
+    key: Hashable
+    reply: Reply
+    turn: TurnInput | Callable[[], TurnInput]  # built lazily in the worker when it costs (features, images)
+    submitted: float
+    first_frame_at: float | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def ahead_s(self, now: float) -> float:
+        """Speech made beyond real time; a job that has not spoken yet is furthest behind."""
+        if self.first_frame_at is None:
+            return -1e9
+        return self.reply.decoded * FRAME_S - (now - self.first_frame_at)
+
+
+@dataclass(frozen=True)
+class Out:
+    """What a step produced for one session: `kind` is token, frame, done or error."""
+
+    key: Hashable
+    kind: str
+    value: Any = None
+    reply: Reply | None = None  # which turn it belongs to: a session drops what a cancelled turn still made
+
+
+@dataclass
+class SchedulerStats:
+    steps: int = 0
+    batches: dict[str, int] = field(default_factory=lambda: {"thinker": 0, "talker": 0, "code2wav": 0})
+    batched_items: dict[str, int] = field(default_factory=lambda: {"thinker": 0, "talker": 0, "code2wav": 0})
+    stage_s: dict[str, float] = field(
+        default_factory=lambda: {"prefill": 0.0, "talker_prefill": 0.0, "thinker": 0.0, "talker": 0.0, "code2wav": 0.0}
+    )
+    max_batch: int = 0
+
+
+class Scheduler:
+    def __init__(
+        self,
+        streamer: OmniStreamer,
+        batch_limit: int = 8,
+        lookahead: int = 4,
+        max_ahead_s: float = 2.0,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        if batch_limit < 1:
+            raise ValueError("batch_limit must be at least 1")
+        self.streamer = streamer
+        self.batch_limit = batch_limit
+        self.lookahead = lookahead  # text tokens the Thinker may run ahead of the Talker
+        self.max_ahead_s = max_ahead_s
+        self.clock = clock
+        self.pending: deque[Job] = deque()
+        self.active: dict[Hashable, Job] = {}
+        self.stats = SchedulerStats()
+
+    # ---- commands ----
+
+    def submit(self, key: Hashable, reply: Reply, turn: TurnInput | Callable[[], TurnInput]) -> None:
+        """Queue a turn; a session has at most one turn in flight (a new one replaces the old)."""
+        self.cancel(key)
+        self.pending.append(Job(key, reply, turn, self.clock()))
+
+    def cancel(self, key: Hashable) -> bool:
+        """Stop a session's turn at once; its conversation keeps what the Thinker already read."""
+        found = False
+        for job in [j for j in self.pending if j.key == key]:
+            self.pending.remove(job)
+            found = True
+        job = self.active.pop(key, None)
+        if job is not None:
+            job.reply.cancelled = True
+            found = True
+        return found
+
+    def has_work(self) -> bool:
+        return bool(self.pending or self.active)
+
+    # ---- one step ----
+
+    def step(self) -> list[Out]:
+        out: list[Out] = []
+        s, now = self.streamer, self.clock()
+        self.stats.steps += 1
+        if self.pending:
+            job = self.pending.popleft()
+            out += self._start(job)
+        ready = [j for j in self.active.values() if not j.reply.done]
+
+        thinkers = [j for j in ready if not j.reply.text_done and self._thinker_may_run(j.reply)]
+        if thinkers:
+            batch = self._pick(thinkers, now)
+            self._timed("thinker", lambda: s.thinker_step([j.reply for j in batch]), len(batch))
+            out += [Out(j.key, "token", j.reply.tokens[-1], j.reply) for j in batch]
+
+        talkers = [
+            j
+            for j in ready
+            if j.reply.speak
+            and not j.reply.speech_done
+            and len(j.reply.frames) < len(j.reply.code0)
+            and s.trailing_ready(j.reply)
+            and j.ahead_s(now) < self.max_ahead_s
+        ]
+        if talkers:
+            batch = self._pick(talkers, now)
+            self._timed("talker", lambda: s.talker_step([j.reply for j in batch]), len(batch))
+
+        decoders = [j for j in ready if j.reply.decoded < len(j.reply.frames)]
+        if decoders:
+            batch = self._pick(decoders, now)
+            pcm: list[np.ndarray] = []
+            self._timed("code2wav", lambda: pcm.extend(s.decode_frames([j.reply for j in batch])), len(batch))
+            t = self.clock()
+            for job, samples in zip(batch, pcm, strict=False):
+                if job.first_frame_at is None:
+                    job.first_frame_at = t
+                    job.timings["first_frame_s"] = t - job.submitted
+                out.append(Out(job.key, "frame", samples, job.reply))
+
+        for job in list(self.active.values()):
+            if job.reply.done:
+                del self.active[job.key]
+                out.append(Out(job.key, "done", job, job.reply))
+        return out
+
+    def _start(self, job: Job) -> list[Out]:
+        s, reply = self.streamer, job.reply
+        try:
+            turn = job.turn() if callable(job.turn) else job.turn
+            t0 = self.clock()
+            s.prefill(reply, turn)
+            t1 = self.clock()
+            self.stats.stage_s["prefill"] += t1 - t0
+            job.timings["prefill_s"] = t1 - t0
+            out = [Out(job.key, "token", reply.tokens[0], reply)]
+            if reply.speak and s.has_talker and reply.tokens[0] != s.eos:
+                s.talker_prefill(reply)
+                self.stats.stage_s["talker_prefill"] += self.clock() - t1
+            else:
+                reply.speak = False
+            self.active[job.key] = job
+            return out
+        except Exception as exc:  # bad media for this turn: only this session hears of it
+            return [Out(job.key, "error", exc, reply)]
+
+    def _thinker_may_run(self, reply: Reply) -> bool:
+        """Text streams ahead of speech by at most `lookahead` tokens (no limit once the Talker stopped)."""
+        return not reply.speak or reply.speech_done or len(reply.tokens) < reply.talker_step + self.lookahead
+
+    def _pick(self, jobs: list[Job], now: float) -> list[Job]:
+        if len(jobs) <= self.batch_limit:
+            return jobs
+        return sorted(jobs, key=lambda j: j.ahead_s(now))[: self.batch_limit]
+
+    def _timed(self, stage: str, fn: Callable[[], Any], n: int) -> None:
+        t0 = self.clock()
+        fn()
+        self.stats.stage_s[stage] += self.clock() - t0
+        self.stats.batches[stage] += 1
+        self.stats.batched_items[stage] += n
+        self.stats.max_batch = max(self.stats.max_batch, n)

@@ -198,6 +198,7 @@ class QwenOmniSession:
     def send_text(self, text: str) -> None:
         if self._replying() and self.profile.barge_in:
             self.interrupt()
+        self.outbox.put(TranscriptDelta("user", text, True))
         self._submit(lambda: self.engine.prompter.turn(text=text))
 
     def interrupt(self) -> None:

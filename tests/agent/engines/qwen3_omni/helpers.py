@@ -41,8 +41,14 @@ def reference(model, turn: TurnInput, eos: int, max_tokens: int, max_frames: int
     model.code2wav.chunked_decode = spy
     try:
         out = model.generate(
-            ids, thinker_max_new_tokens=max_tokens, thinker_eos_token_id=eos, thinker_do_sample=False,
-            talker_do_sample=False, talker_max_new_tokens=max_frames, return_audio=talker, **kw,
+            ids,
+            thinker_max_new_tokens=max_tokens,
+            thinker_eos_token_id=eos,
+            thinker_do_sample=False,
+            talker_do_sample=False,
+            talker_max_new_tokens=max_frames,
+            return_audio=talker,
+            **kw,
         )
     finally:
         model.code2wav.chunked_decode = decode

@@ -1,0 +1,191 @@
+"""Qwen3-Omni streamed through the scheduler: first packet, Thinker tokens/s, Talker+Code2Wav real-time factor.
+
+N sessions each send one audio turn at the same moment; the scheduler serves
+them batched. Figures per run:
+- first packet: turn submitted (end of the user's turn) to its first speech frame;
+- Thinker tokens/s: decode tokens made per second of Thinker time, all sessions;
+- RTF: (Talker + MTP + Code2Wav time) / seconds of speech made; under 1 keeps up;
+- per-stage time per frame.
+
+    python -m benchmarks.qwen3_omni                      # tiny random model, CPU
+    python -m benchmarks.qwen3_omni --full --device cuda # the published 30B-A3B config, random bf16 weights
+    python -m benchmarks.qwen3_omni --model PATH         # a real model folder
+
+Prints a table and writes JSON (--out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+FULL_CONFIG = Path(__file__).resolve().parent.parent / "agent" / "engines" / "qwen3_omni" / "full_config.json"
+
+
+def full_random(device: str):
+    """The published architecture with random bf16 weights, built on the device (no download)."""
+    import torch
+    from transformers import Qwen3OmniMoeConfig, Qwen3OmniMoeForConditionalGeneration
+
+    config = Qwen3OmniMoeConfig(**json.loads(FULL_CONFIG.read_text()))
+    print("building the full-size model with random weights ...", flush=True)
+    t0 = time.perf_counter()
+    with torch.device(device):
+        model = Qwen3OmniMoeForConditionalGeneration._from_config(
+            config, torch_dtype=torch.bfloat16, attn_implementation="sdpa"
+        )
+    gen = torch.Generator(device=device).manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():  # _init_weights leaves the Talker's experts empty
+            if p.dim() > 1:
+                p.normal_(0, 0.02, generator=gen)
+    model.eval()
+    n = sum(p.numel() for p in model.parameters())
+    print(f"built {n / 1e9:.2f} B parameters in {time.perf_counter() - t0:.0f} s", flush=True)
+    return model
+
+
+def synthetic_turn(model, seconds: float, device):
+    """An audio turn with the model's own special ids (no tokenizer needed): system, user audio, assistant."""
+    import torch
+    from transformers import WhisperFeatureExtractor
+
+    from agent.engines.qwen3_omni.prompt import audio_tokens
+    from agent.engines.qwen3_omni.stream import TurnInput
+
+    c, tc = model.config, model.config.thinker_config
+    fe = WhisperFeatureExtractor(feature_size=tc.audio_config.num_mel_bins, sampling_rate=16000)
+    rng = np.random.default_rng(0)
+    t = np.arange(int(16000 * seconds)) / 16000
+    audio = (0.2 * np.sin(2 * np.pi * 220 * t) + 0.05 * rng.standard_normal(t.size)).astype(np.float32)
+    feats = fe(audio, sampling_rate=16000, return_attention_mask=True, padding="longest", return_tensors="pt")
+    n = audio_tokens(int(feats["attention_mask"].sum()), tc.audio_config.n_window)
+    newline, text = (198, list(range(300, 330))) if c.im_start_token_id > 1000 else (10, list(range(40, 70)))
+    ids = (
+        [c.im_start_token_id, c.system_token_id, newline, *text, c.im_end_token_id, newline]
+        + [c.im_start_token_id, c.user_token_id, newline, tc.audio_start_token_id]
+        + [tc.audio_token_id] * n
+        + [tc.audio_end_token_id, c.im_end_token_id, newline, c.im_start_token_id, c.assistant_token_id, newline]
+    )
+    dtype = model.thinker.dtype
+    return TurnInput(ids, feats["input_features"].to(device, dtype), feats["attention_mask"].to(device))
+
+
+def run(model, sessions: int, seconds: float, batch_limit: int, max_tokens: int, max_frames: int, device) -> dict:
+    import torch
+
+    from agent.engines.qwen3_omni.scheduler import Scheduler
+    from agent.engines.qwen3_omni.stream import Conversation, OmniStreamer, Reply
+
+    streamer = OmniStreamer(model)
+    sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
+
+    def clock() -> float:
+        sync()
+        return time.perf_counter()
+
+    sched = Scheduler(streamer, batch_limit=batch_limit, max_ahead_s=1e9, clock=clock)
+    turns = [synthetic_turn(model, seconds, device) for _ in range(sessions)]
+    t0 = clock()
+    for i, turn in enumerate(turns):
+        sched.submit(i, Reply(Conversation(), True, max_tokens, max_frames), turn)
+    first: dict[int, float] = {}
+    tokens = frames = 0
+    while sched.has_work():
+        for out in sched.step():
+            if out.kind == "frame":
+                frames += 1
+                first.setdefault(out.key, clock() - t0)
+            elif out.kind == "token":
+                tokens += 1
+            elif out.kind == "error":
+                raise out.value
+    wall = clock() - t0
+    st = sched.stats
+    speech_s = frames * 0.08
+    tts = st.stage_s["talker"] + st.stage_s["code2wav"] + st.stage_s["talker_prefill"]
+    fp = sorted(first.values())
+    return {
+        "sessions": sessions,
+        "audio_turn_s": seconds,
+        "first_packet_ms": {
+            "median": statistics.median(fp) * 1000,
+            "max": fp[-1] * 1000,
+            "all": [round(x * 1000, 1) for x in fp],
+        },
+        "thinker_tokens_per_s": tokens / max(st.stage_s["thinker"] + st.stage_s["prefill"], 1e-9),
+        "talker_code2wav_rtf": tts / max(speech_s, 1e-9),
+        "wall_rtf": wall / max(speech_s / sessions, 1e-9),
+        "frames": frames,
+        "tokens": tokens,
+        "per_frame_ms": {
+            "talker+mtp": st.stage_s["talker"] / max(frames, 1) * 1000,
+            "code2wav": st.stage_s["code2wav"] / max(frames, 1) * 1000,
+            "thinker_step_per_token": st.stage_s["thinker"] / max(tokens - sessions, 1) * 1000,
+        },
+        "prefill_ms_per_turn": st.stage_s["prefill"] / sessions * 1000,
+        "max_batch": st.max_batch,
+        "wall_s": wall,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", help="a Qwen3-Omni folder (default: a tiny random one)")
+    ap.add_argument("--full", action="store_true", help="the published config with random weights")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--sessions", default="1,4,8")
+    ap.add_argument("--seconds", type=float, default=10.0, help="length of each user audio turn")
+    ap.add_argument("--batch-limit", type=int, default=8)
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--max-frames", type=int, default=64)
+    ap.add_argument("--out", default="qwen3_omni_bench.json")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    torch.set_grad_enabled(False)
+    if args.full:
+        model, what = full_random(args.device), "Qwen3-Omni-30B-A3B config, random bf16 weights"
+    else:
+        from agent.engines.qwen3_omni.loading import load
+        from agent.engines.qwen3_omni.tiny import build_tiny_model
+
+        folder = args.model or build_tiny_model(Path(tempfile.mkdtemp()) / "tiny")
+        model = load(str(folder), device=args.device).model
+        what = "tiny random model" if not args.model else str(folder)
+    # a warm-up turn: kernels, allocator
+    run(model, 1, min(args.seconds, 2.0), args.batch_limit, 8, 8, args.device)
+    results = []
+    for n in [int(x) for x in args.sessions.split(",")]:
+        r = run(model, n, args.seconds, args.batch_limit, args.max_tokens, args.max_frames, args.device)
+        results.append(r)
+        print(
+            f"{n:>2} sessions: first packet median {r['first_packet_ms']['median']:.0f} ms "
+            f"(max {r['first_packet_ms']['max']:.0f}), Thinker {r['thinker_tokens_per_s']:.0f} tok/s, "
+            f"Talker+Code2Wav RTF {r['talker_code2wav_rtf']:.3f}, per frame: talker+MTP "
+            f"{r['per_frame_ms']['talker+mtp']:.1f} ms, code2wav {r['per_frame_ms']['code2wav']:.1f} ms, "
+            f"prefill {r['prefill_ms_per_turn']:.0f} ms/turn",
+            flush=True,
+        )
+    device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else platform.processor() or "cpu"
+    doc = {
+        "model": what,
+        "device": args.device,
+        "device_name": device_name,
+        "torch": torch.__version__,
+        "results": results,
+    }
+    Path(args.out).write_text(json.dumps(doc, indent=1))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""Loading errors are one clear sentence, not a traceback."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from agent.cli import main
+from agent.engines.qwen3_omni.loading import ModelLoadError, check_gpu_memory, load
+
+
+def test_missing_folder(tmp_path):
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        load(str(tmp_path / "nope"), device="cpu", progress=False)
+
+
+def test_a_file_is_not_a_folder(tmp_path):
+    f = tmp_path / "model.bin"
+    f.write_bytes(b"x")
+    with pytest.raises(ModelLoadError, match="is a file"):
+        load(str(f), device="cpu", progress=False)
+
+
+def test_incomplete_folder_names_what_is_missing(tiny_folder, tmp_path):
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_folder, folder)
+    (folder / "model.safetensors").unlink()
+    (folder / "tokenizer_config.json").unlink()
+    with pytest.raises(ModelLoadError, match=r"missing tokenizer_config\.json, \*\.safetensors"):
+        load(str(folder), device="cpu", progress=False)
+
+
+def test_missing_shard_and_wrong_model(tiny_folder, tmp_path):
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_folder, folder)
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "model-00002.safetensors"}}))
+    with pytest.raises(ModelLoadError, match="1 weight shard"):
+        load(str(folder), device="cpu", progress=False)
+    (folder / "model.safetensors.index.json").unlink()
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "model_type": "llama"}))
+    with pytest.raises(ModelLoadError, match="not Qwen3-Omni"):
+        load(str(folder), device="cpu", progress=False)
+
+
+def test_hub_id_offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelLoadError, match="HF_HUB_OFFLINE"):
+        load("Qwen/Qwen3-Omni-30B-A3B-Instruct", device="cpu", progress=False)
+
+
+def test_too_little_gpu_memory():
+    check_gpu_memory(70 * 2**30, 139 * 2**30, 140 * 2**30)
+    with pytest.raises(ModelLoadError, match=r"not enough GPU memory: the weights take 70\.0 GiB"):
+        check_gpu_memory(70 * 2**30, 40 * 2**30, 80 * 2**30)
+
+
+def test_no_gpu_when_cuda_asked(tiny_folder):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the message is for machines without one")
+    with pytest.raises(ModelLoadError, match="sees no GPU"):
+        load(str(tiny_folder), device="cuda", progress=False)
+
+
+def test_the_cli_says_it_and_exits_2(tmp_path, capsys):
+    assert main(["serve", "--engine", "qwen3-omni", "--model", str(tmp_path / "absent"), "--port", "0"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_loads_with_a_progress_line(tiny_folder, capsys):
+    loaded = load(str(tiny_folder), device="cpu")
+    out = capsys.readouterr().out
+    assert "loading Qwen3-Omni from" in out and "loaded in" in out
+    assert loaded.attn == "sdpa" and loaded.model.config.model_type == "qwen3_omni_moe"

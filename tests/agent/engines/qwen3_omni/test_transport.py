@@ -1,0 +1,94 @@
+"""The qwen3-omni engine (tiny random model, CPU) behind the real transport: an aiortc client speaks, the
+engine answers with continuous 80 ms frames; typed text and barge-in on the same path."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import numpy as np
+import pytest
+from transformers.generation.logits_process import SuppressTokensLogitsProcessor
+
+from agent.client import AgentClient, CameraTrack
+from agent.engines.qwen3_omni.engine import QwenOmniEngine
+from agent.server import AgentServer
+from tests.agent.cascade_helpers import spoken
+from tests.agent.conftest import make_config, ws_url
+
+
+@contextlib.asynccontextmanager
+async def serving(tiny, **engine):
+    cfg = make_config("qwen3-omni")
+    eng = QwenOmniEngine(loaded=tiny, max_reply_s=engine.pop("max_reply_s", 3.0), **engine)
+    server = AgentServer(cfg, engine=eng)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.close()
+
+
+def session_of(server):
+    return next(iter(server.sessions.values())).peer.session
+
+
+async def test_spoken_turn_gets_continuous_speech_frames(tiny, tmp_path):
+    async with serving(tiny) as server:
+        client = AgentClient(ws_url(server), video=CameraTrack())
+        await client.connect()
+        await asyncio.sleep(0.5)
+        start, frames_before = len(client.messages), len(client.received.frames)
+        client.mic.play(spoken("Hello, can you hear me?", tmp_path))
+        user = await client.wait_for(lambda m: m["type"] == "transcript" and m["role"] == "user", 20, start)
+        reply = await client.wait_for(
+            lambda m: m["type"] == "transcript" and m["role"] == "assistant" and m["final"], 60, start
+        )
+        metrics = await client.wait_for(lambda m: m["type"] == "metrics", 60, start)
+        await asyncio.sleep(0.5)
+        stats = session_of(server).framer.stats
+        await client.close()
+    print(f"user: {user['text']!r}; reply: {reply['text']!r}; metrics: {metrics}")
+    assert "s of speech" in user["text"]
+    assert metrics["first_audio_ms"] is not None and not metrics["interrupted"]
+    assert stats.speech_frames >= 20 and stats.underruns == 0  # the 80 ms frames kept up with playout
+    audio = np.concatenate(client.received.frames[frames_before:])
+    loud = np.flatnonzero(np.abs(audio) > 0.01)
+    assert loud.size, "no speech came back"
+    # from the first to the last audible sample, no gap over 100 ms: continuous frames
+    gaps = np.diff(loud) / 48_000
+    assert gaps.max() < 0.1, f"gap of {gaps.max() * 1000:.0f} ms in the reply"
+    assert (loud[-1] - loud[0]) / 48_000 >= 0.8
+
+
+async def test_typed_text_and_barge_in(tiny, tmp_path):
+    async with serving(tiny, max_reply_s=20.0, end_silence_ms=320) as server:
+        # the random Talker would end its speech after about a second; here it speaks up to its 20 s limit
+        streamer = server.engine.streamer
+        streamer.talker_processors.append(SuppressTokensLogitsProcessor([streamer.codec_eos]))
+        client = AgentClient(ws_url(server))
+        await client.connect()
+        await asyncio.sleep(0.3)
+        start = len(client.messages)
+        await client.send({"type": "text", "text": "Tell me a long story."})
+        await client.wait_for(lambda m: m.get("state") == "speaking", 30, start)
+        await asyncio.sleep(0.5)
+        client.mic.play(spoken("Stop, please.", tmp_path))
+        cut = await client.wait_for(lambda m: m["type"] == "metrics", 30, start)
+        flushed = session_of(server).framer.stats.flushed_samples
+        nxt = await client.wait_for(lambda m: m["type"] == "metrics" and not m["interrupted"], 60, start)
+        await client.close()
+    assert cut["interrupted"] is True and flushed > 0
+    assert nxt["turn"] > cut["turn"]
+
+
+@pytest.mark.parametrize("profile", ["in_car", "translate"])
+async def test_profiles_open_and_answer(tiny, profile):
+    async with serving(tiny) as server:
+        client = AgentClient(ws_url(server), profile=profile)
+        answer = await client.connect()
+        assert answer["engine"] == "qwen3-omni" and answer["profile"] == profile
+        start = len(client.messages)
+        await client.send({"type": "text", "text": "Open the front window."})
+        await client.wait_for(lambda m: m["type"] == "metrics", 60, start)
+        await client.close()

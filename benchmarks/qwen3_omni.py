@@ -54,7 +54,6 @@ def full_random(device: str):
 
 def synthetic_turn(model, seconds: float, device):
     """An audio turn with the model's own special ids (no tokenizer needed): system, user audio, assistant."""
-    import torch
     from transformers import WhisperFeatureExtractor
 
     from agent.engines.qwen3_omni.prompt import audio_tokens

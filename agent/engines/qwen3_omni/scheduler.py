@@ -147,6 +147,11 @@ class Scheduler:
                 out.append(Out(job.key, "frame", samples, job.reply))
 
         for job in list(self.active.values()):
+            r = job.reply
+            if r.speak and r.speech_done and r.decoded == len(r.frames) and not r.text_done:
+                # The Talker has finished (its EOS or the frame limit): text it will never speak is not made,
+                # and the turn ends with its speech rather than leaving the listener in a silent "speaking".
+                r.text_done = True
             if job.reply.done:
                 del self.active[job.key]
                 out.append(Out(job.key, "done", job, job.reply))

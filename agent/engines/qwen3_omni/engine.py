@@ -45,6 +45,7 @@ PRE_ROLL_TICKS = 3
 CAMERA_FRESH_TICKS = 40  # frames older than 3.2 s are not shown to the model
 MAX_TURN_TICKS = 375  # 30 s of audio per turn; beyond it the turn ends (counted)
 IMAGES_PER_TURN = 2
+MAX_TOOL_ROUNDS = 3  # tool calls answering tool results, before the turn ends without more
 
 
 class QwenOmniEngine:
@@ -96,6 +97,11 @@ class QwenOmniEngine:
         self._stop = False
         self._thread = threading.Thread(target=self._run, name="qwen3-omni", daemon=True)
         self._thread.start()
+
+    @property
+    def in_flight(self) -> int:
+        """Work items in the latest batched step (the server's omni_engine_batch_size)."""
+        return self.scheduler.stats.last_batch
 
     async def open_session(self, profile: str, options: dict[str, Any] | None = None) -> QwenOmniSession:
         if self.detector is not None:
@@ -173,8 +179,10 @@ class QwenOmniSession:
         self._said = ""
         self._frame_index = 0
         self._muted = False  # a tool call is not spoken
+        self._tool_rounds = 0
         self._segment = 0
-        self._queued: deque[Callable[[], TurnInput]] = deque()
+        self._queued: deque[tuple[Callable[[], TurnInput], int | None]] = deque()
+        self._reply_segment = 0
         self._pending_turn: TurnInput | None = None
 
     # ---- input ----
@@ -199,6 +207,7 @@ class QwenOmniSession:
         if self._replying() and self.profile.barge_in:
             self.interrupt()
         self.outbox.put(TranscriptDelta("user", text, True))
+        self._tool_rounds = 0
         self._submit(lambda: self.engine.prompter.turn(text=text))
 
     def interrupt(self) -> None:
@@ -230,18 +239,20 @@ class QwenOmniSession:
         fresh = [img for t, img in self._video if end_tick - t <= CAMERA_FRESH_TICKS]
         images = fresh[-1:] if len(fresh) < 2 else [fresh[0], fresh[-1]][-IMAGES_PER_TURN:]
         self._segment += 1
+        self._tool_rounds = 0
         seconds = audio.size / 16_000
         extra: dict[str, Any] = {"seconds": round(seconds, 2)}
         if self.profile.name == "translate":
             extra.update(segment=self._segment, lang=self.profile.extra["source_lang"])
         self.outbox.put(TranscriptDelta("user", f"[{seconds:.1f} s of speech]", True, speech_end_tick, end_tick, extra))
-        self._submit(lambda: self.engine.prompter.turn(audio=audio, images=images))
+        self._submit(lambda: self.engine.prompter.turn(audio=audio, images=images), self._segment)
 
-    def _submit(self, build: Callable[[], TurnInput]) -> None:
+    def _submit(self, build: Callable[[], TurnInput], segment: int | None = None) -> None:
         eng = self.engine
         if self._reply is not None and not self.profile.barge_in:
-            self._queued.append(build)  # interpreting: segments wait their turn, none is cut off
+            self._queued.append((build, segment))  # interpreting: segments wait their turn, none is cut off
             return
+        self._reply_segment = segment if segment is not None else self._segment
         reply = Reply(
             self.conv, speak=not self.text_only, max_text_tokens=eng.max_reply_tokens, max_frames=eng.max_frames
         )
@@ -314,8 +325,9 @@ class QwenOmniSession:
     def _on_token(self, token: int) -> None:
         self._text.append(token)
         text = self._decode()
-        if self.profile.car is not None and starts_tool_call(text):
+        if self.profile.car is not None and not self._muted and starts_tool_call(text):
             self._muted = True
+            self.engine.command(lambda key=self.key: self.engine.scheduler.mute(key))
         if self._muted or text.endswith("\ufffd"):
             return  # a tool call is not shown as speech; a half UTF-8 character waits for the rest
         if len(text) > len(self._said):
@@ -332,14 +344,15 @@ class QwenOmniSession:
             results = self.profile.run_calls(calls)
             for r in results:
                 self.outbox.put(ToolCall(r["name"], r["arguments"], r["result"]))
-            if results:
+            self._tool_rounds += 1
+            if results and self._tool_rounds <= MAX_TOOL_ROUNDS:
                 response = tool_response_text(results)
                 self._submit(lambda: self.engine.prompter.turn(text=response))
                 return
         extra: dict[str, Any] = {}
         if self.profile.name == "translate":
-            extra = {"segment": self._segment, "lang": self.profile.extra["target_lang"]}
+            extra = {"segment": self._reply_segment, "lang": self.profile.extra["target_lang"]}
         self.outbox.put(TranscriptDelta("assistant", text.strip(), True, extra=extra))
         self.outbox.put(TurnEnd(stages=stages))
         if self._queued:
-            self._submit(self._queued.popleft())
+            self._submit(*self._queued.popleft())

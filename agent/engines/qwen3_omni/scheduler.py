@@ -60,6 +60,7 @@ class SchedulerStats:
         default_factory=lambda: {"prefill": 0.0, "talker_prefill": 0.0, "thinker": 0.0, "talker": 0.0, "code2wav": 0.0}
     )
     max_batch: int = 0
+    last_batch: int = 0  # the largest batch of the latest step
 
 
 class Scheduler:
@@ -101,12 +102,20 @@ class Scheduler:
             found = True
         return found
 
+    def mute(self, key: Hashable) -> None:
+        """Stop a turn's speech but let its text finish (a tool call is read, not spoken)."""
+        job = self.active.get(key)
+        if job is not None:
+            job.reply.speak = False  # the Talker stops; the Thinker runs on to the end of the call
+            del job.reply.frames[job.reply.decoded :]
+
     def has_work(self) -> bool:
         return bool(self.pending or self.active)
 
     # ---- one step ----
 
     def step(self) -> list[Out]:
+        self.stats.last_batch = 0
         out: list[Out] = []
         s, now = self.streamer, self.clock()
         self.stats.steps += 1
@@ -193,3 +202,4 @@ class Scheduler:
         self.stats.batches[stage] += 1
         self.stats.batched_items[stage] += n
         self.stats.max_batch = max(self.stats.max_batch, n)
+        self.stats.last_batch = max(self.stats.last_batch, n)

@@ -126,8 +126,16 @@ def _unstack_step(batch: DynamicCache, caches: list[DynamicCache]) -> None:
 class OmniStreamer:
     """The stages of one loaded model; stateless apart from the model, so any number of sessions share it."""
 
-    def __init__(self, model: Any, speaker: str = "ethan", repetition_penalty: float = 1.05) -> None:
+    def __init__(
+        self,
+        model: Any,
+        speaker: str = "ethan",
+        repetition_penalty: float = 1.05,
+        thinker_processors: LogitsProcessorList | None = None,
+    ) -> None:
         self.model = model
+        # Applied to the Thinker's logits before the greedy pick (e.g. banned tokens); empty: plain greedy.
+        self.thinker_processors = thinker_processors or LogitsProcessorList()
         self.thinker = model.thinker
         self.config = model.config
         self.has_talker = getattr(model, "has_talker", False)
@@ -241,6 +249,9 @@ class OmniStreamer:
             conv.audio_lengths.append(turn.feature_attention_mask.sum(-1))
 
     def _take_token(self, reply: Reply, logits: torch.Tensor) -> None:
+        if self.thinker_processors:
+            history = torch.tensor([reply.tokens], dtype=torch.long, device=self.device)
+            logits = self.thinker_processors(history, logits[None].float())[0]
         token = int(torch.argmax(logits))
         reply.tokens.append(token)
         if token == self.eos or len(reply.tokens) >= reply.max_text_tokens:

@@ -42,6 +42,7 @@ from media.endpoint import EndpointConfig, Endpointer, EndpointEvent
 log = logging.getLogger(__name__)
 
 PRE_ROLL_TICKS = 3
+TAIL_TICKS = 3  # silence kept after the last voiced tick
 CAMERA_FRESH_TICKS = 40  # frames older than 3.2 s are not shown to the model
 MAX_TURN_TICKS = 375  # 30 s of audio per turn; beyond it the turn ends (counted)
 IMAGES_PER_TURN = 2
@@ -64,6 +65,7 @@ class QwenOmniEngine:
         max_reply_tokens: int = 256,
         max_reply_s: float = 30.0,
         lookahead: int = 4,
+        speculate: bool = True,
         repetition_penalty: float = 1.05,
         detector: Callable[[], Any] | None = None,
     ) -> None:
@@ -86,6 +88,7 @@ class QwenOmniEngine:
             merge_size=cfg.vision_config.spatial_merge_size,
         )
         self.end_silence_ms = end_silence_ms
+        self.speculate = speculate
         self.max_context = max_context
         self.max_reply_tokens = max_reply_tokens
         self.max_frames = int(max_reply_s / 0.08)
@@ -166,7 +169,6 @@ class QwenOmniSession:
         self.outbox = Outbox()
         self.endpointer = Endpointer(EndpointConfig(end_silence_ms=end_silence_ms), detector)
         self.conv = Conversation()
-        self.history: list[tuple[TurnInput, list[int]]] = []  # what the cache holds, turn by turn
         self.text_only = False
         self.turns_cut = 0
         self._pre: deque[np.ndarray] = deque(maxlen=PRE_ROLL_TICKS)
@@ -183,7 +185,7 @@ class QwenOmniSession:
         self._segment = 0
         self._queued: deque[tuple[Callable[[], TurnInput], int | None]] = deque()
         self._reply_segment = 0
-        self._pending_turn: TurnInput | None = None
+        self._spec: tuple[Reply, np.ndarray, list[np.ndarray]] | None = None  # a reply made ahead at a pause
 
     # ---- input ----
 
@@ -200,6 +202,10 @@ class QwenOmniSession:
         elif ep.in_speech or event is EndpointEvent.END:
             self._audio.append(chunk.audio)
         self._pre.append(chunk.audio)
+        if event is EndpointEvent.PAUSE:
+            self._speculate()
+        elif event is EndpointEvent.RESUME:
+            self._drop_speculation()
         if event is EndpointEvent.END or (ep.in_speech and len(self._audio) >= MAX_TURN_TICKS):
             self._end_of_turn(ep.last_voiced_tick, chunk.tick)
 
@@ -212,11 +218,13 @@ class QwenOmniSession:
 
     def interrupt(self) -> None:
         was = self._replying()
+        self._drop_speculation()
         if self._reply is not None:
-            self._reply.cancelled = True  # the worker sees it at its next step
-            self.engine.command(lambda key=self.key: self.engine.scheduler.cancel(key))
-            self._finish_history()
+            reply = self._reply
+            reply.cancelled = True  # the worker sees it at its next step
+            self.engine.command(lambda: self.engine.scheduler.cancel_reply(self.key, reply))
         self._reply = None
+        self._queued.clear()
         self.outbox.cancel_reply()
         if was:
             self.outbox.put(TurnEnd(interrupted=True))
@@ -233,11 +241,41 @@ class QwenOmniSession:
     def _replying(self) -> bool:
         return self._reply is not None or self.outbox.has_reply()
 
+    def _utterance(self) -> np.ndarray:
+        """The turn's audio without the silence after its last voiced tick (beyond a short tail): the same at
+        the first pause and at the end of the turn, so a speculation made at the pause is the turn itself."""
+        keep = len(self._audio)
+        last = self.endpointer.last_voiced_tick
+        if last is not None:
+            keep = max(1, keep - max(0, self._tick - last - TAIL_TICKS))
+        return np.concatenate(self._audio[:keep]) if self._audio else np.zeros(0, np.float32)
+
+    def _images(self) -> list[np.ndarray]:
+        fresh = [img for t, img in self._video if self._tick - t <= CAMERA_FRESH_TICKS]
+        return fresh[-1:] if len(fresh) < 2 else [fresh[0], fresh[-1]][-IMAGES_PER_TURN:]
+
+    def _speculate(self) -> None:
+        """At the first pause, start the reply held: prefill, first token, first frames. If the user goes on it
+        is undone; if the pause becomes the end of the turn it is let out at once."""
+        eng = self.engine
+        if not eng.speculate or self._reply is not None:
+            return
+        audio, images = self._utterance(), self._images()
+        reply = self._new_reply()
+        self._spec = (reply, audio, images)
+        build = self._builder(lambda: eng.prompter.turn(audio=audio, images=images), reply, speculative=True)
+        eng.command(lambda: eng.scheduler.submit(self.key, reply, build, held=True))
+
+    def _drop_speculation(self) -> None:
+        if self._spec is not None:
+            reply = self._spec[0]
+            self._spec = None
+            self.engine.command(lambda: self.engine.scheduler.cancel_reply(self.key, reply))
+
     def _end_of_turn(self, speech_end_tick: int | None, end_tick: int) -> None:
-        audio = np.concatenate(self._audio) if self._audio else np.zeros(0, np.float32)
+        spec, self._spec = self._spec, None
+        audio, images = (spec[1], spec[2]) if spec is not None else (self._utterance(), self._images())
         self._audio = []
-        fresh = [img for t, img in self._video if end_tick - t <= CAMERA_FRESH_TICKS]
-        images = fresh[-1:] if len(fresh) < 2 else [fresh[0], fresh[-1]][-IMAGES_PER_TURN:]
         self._segment += 1
         self._tool_rounds = 0
         seconds = audio.size / 16_000
@@ -245,57 +283,80 @@ class QwenOmniSession:
         if self.profile.name == "translate":
             extra.update(segment=self._segment, lang=self.profile.extra["source_lang"])
         self.outbox.put(TranscriptDelta("user", f"[{seconds:.1f} s of speech]", True, speech_end_tick, end_tick, extra))
-        self._submit(lambda: self.engine.prompter.turn(audio=audio, images=images), self._segment)
+        eng = self.engine
+
+        def build() -> TurnInput:
+            return eng.prompter.turn(audio=audio, images=images)
+
+        if spec is not None and self._reply is None:
+            reply = spec[0]
+            self._start_reply(reply, self._segment)
+            fallback = self._builder(build, reply)
+            eng.command(lambda: eng.scheduler.release(self.key, reply, fallback))
+            return
+        self._submit(build, self._segment)
+
+    def _new_reply(self) -> Reply:
+        eng = self.engine
+        return Reply(
+            self.conv, speak=not self.text_only, max_text_tokens=eng.max_reply_tokens, max_frames=eng.max_frames
+        )
+
+    def _start_reply(self, reply: Reply, segment: int | None) -> None:
+        self._reply, self._text, self._said, self._frame_index, self._muted = reply, [], "", 0, False
+        self._reply_segment = segment if segment is not None else self._segment
+        self._turn_started = time.perf_counter()
 
     def _submit(self, build: Callable[[], TurnInput], segment: int | None = None) -> None:
-        eng = self.engine
         if self._reply is not None and not self.profile.barge_in:
             self._queued.append((build, segment))  # interpreting: segments wait their turn, none is cut off
             return
-        self._reply_segment = segment if segment is not None else self._segment
-        reply = Reply(
-            self.conv, speak=not self.text_only, max_text_tokens=eng.max_reply_tokens, max_frames=eng.max_frames
-        )
-        self._reply, self._text, self._said, self._frame_index, self._muted = reply, [], "", 0, False
-        self._turn_started = time.perf_counter()
+        reply = self._new_reply()
+        self._start_reply(reply, segment)
+        turn = self._builder(build, reply)
+        self.engine.command(lambda: self.engine.scheduler.submit(self.key, reply, turn))
 
-        def turn() -> TurnInput:  # runs in the worker, which alone touches the conversation
+    def _builder(
+        self, build: Callable[[], TurnInput], reply: Reply, speculative: bool = False
+    ) -> Callable[[], TurnInput]:
+        """The turn as the Thinker reads it, made in the worker (which alone touches the conversation): the system
+        prompt first, or the close of the previous reply; the oldest turns cut when the context would overflow."""
+        eng = self.engine
+
+        def turn() -> TurnInput:
             new = build()
-            self._pending_turn = new
             if self.conv.length == 0:
-                return join(eng.prompter.system(self.profile.system), [new])
-            if self.conv.length + len(new.ids) + eng.max_reply_tokens + 8 > eng.max_context:
-                return self._rebuild(new)
-            return join(eng.prompter.text_ids("<|im_end|>\n"), [new])  # closes the previous reply
+                joined = join(eng.prompter.system(self.profile.system), [new])
+            elif self.conv.length + len(new.ids) + eng.max_reply_tokens + 8 > eng.max_context:
+                if speculative:
+                    raise RuntimeError("no speculation across a context cut")  # the turn starts afresh at its end
+                joined = self._rebuild(new)
+            else:
+                joined = join(eng.prompter.text_ids("<|im_end|>\n"), [new])
+            self.conv.turns.append((new, reply.tokens))
+            return joined
 
-        eng.command(lambda: eng.scheduler.submit(self.key, reply, turn))
+        return turn
 
     def _rebuild(self, new: TurnInput) -> TurnInput:
         """Cut the oldest turns until the conversation fits, then re-read it from the system prompt (worker thread)."""
-        eng, p = self.engine, self.engine.prompter
-        kept = list(self.history)
+        eng, p, conv = self.engine, self.engine.prompter, self.conv
+        kept = list(conv.turns)
 
         def size() -> int:
-            return sum(len(t.ids) + len(r) + 2 for t, r in kept) + len(new.ids) + 256
+            return sum(len(t.ids) + len(r) + 2 for t, r in kept) + len(new.ids) + len(p.system(self.profile.system))
 
-        while kept and size() + eng.max_reply_tokens > eng.max_context:
+        while kept and size() + eng.max_reply_tokens + 8 > eng.max_context:
             kept.pop(0)
             self.turns_cut += 1
-        self.history = kept
-        self.conv.cache, self.conv.length, self.conv.next_pos, self.conv.role = None, 0, 0, None
-        self.conv.user_ids.clear(), self.conv.user_embeds.clear()
-        self.conv.image_grids.clear(), self.conv.audio_lengths.clear()
+        conv.cache, conv.length, conv.next_pos, conv.role = None, 0, 0, None
+        for part in (conv.user_ids, conv.user_embeds, conv.image_grids, conv.audio_lengths):
+            part.clear()
+        conv.turns[:] = kept
         parts: list[TurnInput | list[int]] = []
         for t, r in kept:
-            parts += [t, r + p.text_ids("<|im_end|>\n")]
+            parts += [t, r[:-1] + p.text_ids("<|im_end|>\n")]  # a reply's last token was never read back
         return join(p.system(self.profile.system), [*parts, new])
-
-    def _finish_history(self) -> None:
-        turn = self._pending_turn
-        if turn is not None and self._reply is not None:
-            fed = [t for t in self._reply.tokens[:-1]]  # the last token was sampled, never read back
-            self.history.append((turn, fed))
-            self._pending_turn = None
 
     # ---- results from the worker ----
 
@@ -335,10 +396,12 @@ class QwenOmniSession:
             self._said = text
 
     def _on_done(self, job: Job) -> None:
-        self._finish_history()
         self._reply = None
         text = self._decode()
-        stages = {f"{k[:-2]}_ms": v * 1000 for k, v in job.timings.items()}
+        stages = {
+            f"{k[:-2]}_ms" if k.endswith("_s") else k: v * 1000 if k.endswith("_s") else v
+            for k, v in job.timings.items()
+        }
         if self._muted:
             calls = parse_tool_calls(text)
             results = self.profile.run_calls(calls)

@@ -23,6 +23,7 @@ import numpy as np
 from agent.engines.qwen3_omni.stream import OmniStreamer, Reply, TurnInput
 
 FRAME_S = 0.08
+HELD_FRAMES = 2  # frames a speculative turn makes before it waits to be released
 
 
 @dataclass
@@ -33,6 +34,9 @@ class Job:
     submitted: float
     first_frame_at: float | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    held: bool = False  # speculative: made ahead (at the user's first pause), output kept until released
+    buffer: list[Out] = field(default_factory=list)
+    snapshot: tuple | None = None  # the conversation before a held turn, to undo it if the user goes on
 
     def ahead_s(self, now: float) -> float:
         """Speech made beyond real time; a job that has not spoken yet is furthest behind."""
@@ -85,10 +89,25 @@ class Scheduler:
 
     # ---- commands ----
 
-    def submit(self, key: Hashable, reply: Reply, turn: TurnInput | Callable[[], TurnInput]) -> None:
-        """Queue a turn; a session has at most one turn in flight (a new one replaces the old)."""
+    def submit(
+        self, key: Hashable, reply: Reply, turn: TurnInput | Callable[[], TurnInput], held: bool = False
+    ) -> None:
+        """Queue a turn; a session has at most one turn in flight (a new one replaces the old). A `held` turn
+        is speculative: it is prefilled and its first frames made, but nothing comes out until `release`."""
         self.cancel(key)
-        self.pending.append(Job(key, reply, turn, self.clock()))
+        self.pending.append(Job(key, reply, turn, self.clock(), held=held))
+
+    def release(self, key: Hashable, reply: Reply, fallback: Callable[[], TurnInput]) -> bool:
+        """The speculation was right: let the held turn out. If it is gone (failed or never started), the turn
+        is submitted afresh from `fallback`. Returns whether the speculation was used."""
+        for job in [*self.pending, *self.active.values()]:
+            if job.key == key and job.reply is reply and job.held:
+                job.held = False
+                job.submitted = self.clock()
+                job.timings["speculative"] = 1.0
+                return True
+        self.submit(key, reply, fallback)
+        return False
 
     def cancel(self, key: Hashable) -> bool:
         """Stop a session's turn at once; its conversation keeps what the Thinker already read."""
@@ -99,8 +118,43 @@ class Scheduler:
         job = self.active.pop(key, None)
         if job is not None:
             job.reply.cancelled = True
+            if job.held:
+                self._undo(job)
             found = True
         return found
+
+    def cancel_reply(self, key: Hashable, reply: Reply) -> bool:
+        """Cancel the session's turn only if it is still this reply (a newer one may have replaced it)."""
+        if any(j.key == key and j.reply is reply for j in [*self.pending, *self.active.values()]):
+            return self.cancel(key)
+        return False
+
+    @staticmethod
+    def _snapshot(conv) -> tuple:
+        return (
+            conv.length,
+            conv.next_pos,
+            conv.role,
+            len(conv.user_ids),
+            len(conv.image_grids),
+            len(conv.audio_lengths),
+            len(conv.turns),
+        )
+
+    def _undo(self, job: Job) -> None:
+        """Put the conversation back as it was before the held turn (its cache cropped to the old length)."""
+        conv, snap = job.reply.conv, job.snapshot
+        if snap is None:
+            return
+        length, conv.next_pos, conv.role, users, grids, audios, turns = snap
+        if conv.cache is not None:
+            if length == 0:
+                conv.cache = None
+            elif conv.cache.get_seq_length() > length:
+                conv.cache.crop(length - conv.cache.get_seq_length())  # a negative count: tokens to drop
+        conv.length = length
+        del conv.user_ids[users:], conv.user_embeds[users:], conv.image_grids[grids:]
+        del conv.audio_lengths[audios:], conv.turns[turns:]
 
     def mute(self, key: Hashable) -> None:
         """Stop a turn's speech but let its text finish (a tool call is read, not spoken)."""
@@ -119,16 +173,24 @@ class Scheduler:
         out: list[Out] = []
         s, now = self.streamer, self.clock()
         self.stats.steps += 1
+        for job in self.active.values():
+            if not job.held and job.buffer:  # released: what was made ahead goes out first
+                if job.first_frame_at is not None:
+                    job.first_frame_at = now
+                    job.timings["first_frame_s"] = 0.0
+                out += job.buffer
+                job.buffer = []
         if self.pending:
             job = self.pending.popleft()
             out += self._start(job)
         ready = [j for j in self.active.values() if not j.reply.done]
 
-        thinkers = [j for j in ready if not j.reply.text_done and self._thinker_may_run(j.reply)]
+        thinkers = [j for j in ready if not j.reply.text_done and self._thinker_may_run(j)]
         if thinkers:
             batch = self._pick(thinkers, now)
             self._timed("thinker", lambda: s.thinker_step([j.reply for j in batch]), len(batch))
-            out += [Out(j.key, "token", j.reply.tokens[-1], j.reply) for j in batch]
+            for j in batch:
+                self._emit(out, j, Out(j.key, "token", j.reply.tokens[-1], j.reply))
 
         talkers = [
             j
@@ -138,6 +200,7 @@ class Scheduler:
             and len(j.reply.frames) < len(j.reply.code0)
             and s.trailing_ready(j.reply)
             and j.ahead_s(now) < self.max_ahead_s
+            and (not j.held or len(j.reply.frames) < HELD_FRAMES)
         ]
         if talkers:
             batch = self._pick(talkers, now)
@@ -153,7 +216,7 @@ class Scheduler:
                 if job.first_frame_at is None:
                     job.first_frame_at = t
                     job.timings["first_frame_s"] = t - job.submitted
-                out.append(Out(job.key, "frame", samples, job.reply))
+                self._emit(out, job, Out(job.key, "frame", samples, job.reply))
 
         for job in list(self.active.values()):
             r = job.reply
@@ -161,21 +224,28 @@ class Scheduler:
                 # The Talker has finished (its EOS or the frame limit): text it will never speak is not made,
                 # and the turn ends with its speech rather than leaving the listener in a silent "speaking".
                 r.text_done = True
-            if job.reply.done:
+            if job.reply.done and not job.held:
                 del self.active[job.key]
                 out.append(Out(job.key, "done", job, job.reply))
         return out
 
+    @staticmethod
+    def _emit(out: list[Out], job: Job, item: Out) -> None:
+        (job.buffer if job.held else out).append(item)
+
     def _start(self, job: Job) -> list[Out]:
         s, reply = self.streamer, job.reply
         try:
+            if job.held:
+                job.snapshot = self._snapshot(reply.conv)
             turn = job.turn() if callable(job.turn) else job.turn
             t0 = self.clock()
             s.prefill(reply, turn)
             t1 = self.clock()
             self.stats.stage_s["prefill"] += t1 - t0
             job.timings["prefill_s"] = t1 - t0
-            out = [Out(job.key, "token", reply.tokens[0], reply)]
+            out: list[Out] = []
+            self._emit(out, job, Out(job.key, "token", reply.tokens[0], reply))
             if reply.speak and s.has_talker and reply.tokens[0] != s.eos:
                 s.talker_prefill(reply)
                 self.stats.stage_s["talker_prefill"] += self.clock() - t1
@@ -184,10 +254,20 @@ class Scheduler:
             self.active[job.key] = job
             return out
         except Exception as exc:  # bad media for this turn: only this session hears of it
+            if job.held:  # a speculation that cannot run is dropped; `release` then starts the turn afresh
+                self._undo(job)
+                return []
+            turns = reply.conv.turns
+            if turns and turns[-1][1] is reply.tokens:
+                turns.pop()  # a turn that failed is not part of the conversation
             return [Out(job.key, "error", exc, reply)]
 
-    def _thinker_may_run(self, reply: Reply) -> bool:
-        """Text streams ahead of speech by at most `lookahead` tokens (no limit once the Talker stopped)."""
+    def _thinker_may_run(self, job: Job) -> bool:
+        """Text streams ahead of speech by at most `lookahead` tokens (no limit once the Talker stopped);
+        a held turn makes no more than it needs for its first frames."""
+        reply = job.reply
+        if job.held and len(reply.tokens) >= HELD_FRAMES + self.lookahead:
+            return False
         return not reply.speak or reply.speech_done or len(reply.tokens) < reply.talker_step + self.lookahead
 
     def _pick(self, jobs: list[Job], now: float) -> list[Job]:

@@ -63,6 +63,8 @@ class Conversation:
     user_embeds: list[torch.Tensor] = field(default_factory=list)  # per turn: their Talker inputs
     image_grids: list[torch.Tensor] = field(default_factory=list)  # per turn: grids of images in user segments
     audio_lengths: list[torch.Tensor] = field(default_factory=list)  # per turn: feature lengths of its audio
+    # per turn: its input and the reply's tokens (a live list; all but the last were read back into the cache)
+    turns: list[tuple[TurnInput, list[int]]] = field(default_factory=list)
 
 
 @dataclass

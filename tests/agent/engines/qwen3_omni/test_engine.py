@@ -123,7 +123,9 @@ async def test_long_conversation_stays_within_its_context(tiny):
     print(f"cache lengths after each turn: {lengths}; turns cut: {session.turns_cut}")
     assert session.turns_cut > 0
     assert max(lengths) <= 400
-    assert len(session.conv.user_embeds) <= len(session.history) + 1
+    # the Talker hears exactly the user segments of the kept turns (each turn's input less "<|im_start|>assistant\n")
+    heard = sum(len(ids) for ids in session.conv.user_ids)
+    assert heard == sum(len(t.ids) - 3 for t, _ in session.conv.turns)
 
 
 async def test_spoken_turns_with_camera_frames(tiny):
@@ -146,7 +148,7 @@ async def test_spoken_turns_with_camera_frames(tiny):
         await eng.close()
     user = next(e for e in events if isinstance(e, TranscriptDelta) and e.role == "user")
     assert user.final and user.end_tick is not None and user.speech_end_tick is not None
-    assert session.history and session.history[-1][0].image_grid_thw is not None  # the frames went in
+    assert session.conv.turns and session.conv.turns[-1][0].image_grid_thw is not None  # the frames went in
     assert any(isinstance(e, SpeechFrame) for e in events)
 
 

@@ -122,3 +122,85 @@ def test_a_bad_turn_fails_alone(tiny):
         outs += sched.step()
     assert [o.kind for o in outs if o.key == "bad"] == ["error"]
     assert any(o.kind == "done" for o in outs if o.key == "good")
+
+
+def collect(sched: Scheduler, steps: int | None = None) -> list:
+    outs, n = [], 0
+    while sched.has_work() and (steps is None or n < steps):
+        outs += sched.step()
+        n += 1
+    return outs
+
+
+def test_a_held_turn_waits_then_comes_out_exactly_as_if_never_held(tiny):
+    streamer = OmniStreamer(tiny.model)
+    turn = turns(tiny)["b"]
+    plain = Scheduler(streamer)
+    plain.submit("k", Reply(Conversation(), True, 20, 30), turn)
+    expected = collect(plain)
+
+    sched = Scheduler(streamer)
+    reply = Reply(Conversation(), True, 20, 30)
+    sched.submit("k", reply, turn, held=True)
+    assert collect(sched, 30) == []  # made ahead, nothing out
+    assert reply.tokens and 0 < len(reply.frames) <= 2  # the first frames are ready, no more
+    assert sched.has_work()
+    assert sched.release("k", reply, lambda: turn)
+    got = collect(sched)
+
+    def split(outs):
+        tokens = [o.value for o in outs if o.kind == "token"]
+        frames = [o.value for o in outs if o.kind == "frame"]
+        return tokens, frames, outs[-1].kind
+
+    (t1, f1, last1), (t2, f2, last2) = split(expected), split(got)
+    assert t1 == t2 and last1 == last2 == "done"
+    assert len(f1) == len(f2) and all(np.array_equal(a, b) for a, b in zip(f1, f2, strict=True))
+    assert got[-1].value.timings["speculative"] == 1.0
+
+
+def test_a_held_turn_cancelled_leaves_the_conversation_as_it_was(tiny):
+    streamer = OmniStreamer(tiny.model)
+    p = prompter(tiny)
+    conv = Conversation()
+    sched = Scheduler(streamer)
+    sched.submit("k", Reply(conv, True, 10, 10), p.turn(text="first", system=SYSTEM))
+    collect(sched)
+    before = (conv.length, conv.next_pos, conv.role, len(conv.user_embeds), conv.cache.get_seq_length())
+    close = p.text_ids("<|im_end|>\n")
+    from agent.engines.qwen3_omni.prompt import join
+
+    spec = Reply(conv, True, 10, 10)
+    sched.submit("k", spec, join(close, [p.turn(audio=noise(1.0, 9))]), held=True)
+    collect(sched, 10)
+    assert conv.length > before[0]
+    assert sched.cancel("k")
+    assert (conv.length, conv.next_pos, conv.role, len(conv.user_embeds), conv.cache.get_seq_length()) == before
+    # and the next turn gets what it would have got had the speculation never happened
+    second = join(close, [p.turn(text="second")])
+    reply = Reply(conv, True, 10, 10)
+    sched.submit("k", reply, second)
+    collect(sched)
+    conv2 = Conversation()
+    ref = Scheduler(streamer)
+    ref.submit("k", Reply(conv2, True, 10, 10), p.turn(text="first", system=SYSTEM))
+    collect(ref)
+    ref_reply = Reply(conv2, True, 10, 10)
+    ref.submit("k", ref_reply, second)
+    collect(ref)
+    assert reply.tokens == ref_reply.tokens and torch.equal(torch.stack(reply.frames), torch.stack(ref_reply.frames))
+
+
+def test_release_after_a_failed_speculation_starts_the_turn_afresh(tiny):
+    streamer = OmniStreamer(tiny.model)
+    sched = Scheduler(streamer)
+    reply = Reply(Conversation(), True, 10, 10)
+
+    def no_speculation():
+        raise RuntimeError("no speculation across a context cut")
+
+    sched.submit("k", reply, no_speculation, held=True)
+    assert collect(sched, 3) == [] and not sched.has_work()
+    assert not sched.release("k", reply, lambda: turns(tiny)["c"])
+    kinds = [o.kind for o in collect(sched)]
+    assert kinds[0] == "token" and kinds[-1] == "done" and "frame" in kinds

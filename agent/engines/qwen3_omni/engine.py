@@ -34,8 +34,8 @@ from agent.engines.qwen3_omni.profiles import (
     tool_response_text,
 )
 from agent.engines.qwen3_omni.prompt import Prompter, join
-from agent.engines.qwen3_omni.scheduler import Job, Out, Scheduler
-from agent.engines.qwen3_omni.stream import Conversation, OmniStreamer, Reply, TurnInput
+from agent.engines.qwen3_omni.scheduler import Job, Out, Scheduler, SchedulerStats
+from agent.engines.qwen3_omni.stream import C2W_CONTEXT, Conversation, OmniStreamer, Reply, TurnInput
 from media.aligner import AlignedChunk
 from media.endpoint import EndpointConfig, Endpointer, EndpointEvent
 
@@ -66,6 +66,7 @@ class QwenOmniEngine:
         max_reply_s: float = 30.0,
         lookahead: int = 4,
         speculate: bool = True,
+        warmup: bool = True,
         repetition_penalty: float = 1.05,
         detector: Callable[[], Any] | None = None,
     ) -> None:
@@ -93,6 +94,8 @@ class QwenOmniEngine:
         self.max_reply_tokens = max_reply_tokens
         self.max_frames = int(max_reply_s / 0.08)
         self.detector = detector
+        if warmup:
+            self._warm_up()
         self._commands: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._wake = threading.Event()
         self._sessions: dict[int, QwenOmniSession] = {}
@@ -100,6 +103,20 @@ class QwenOmniEngine:
         self._stop = False
         self._thread = threading.Thread(target=self._run, name="qwen3-omni", daemon=True)
         self._thread.start()
+
+    def _warm_up(self) -> None:
+        """One short turn through every stage (audio, image, text, all Code2Wav window sizes) before the first
+        user: kernels and allocator are set up here, not inside someone's first reply."""
+        t0 = time.perf_counter()
+        image = np.full((64, 64, 3), 128, np.uint8)
+        turn = self.prompter.turn(audio=np.zeros(16_000, np.float32), images=[image], text="Hello.", system="Hi.")
+        self.scheduler.submit("warm-up", Reply(Conversation(), True, 8, C2W_CONTEXT + 2), turn)
+        while self.scheduler.has_work():
+            for out in self.scheduler.step():
+                if out.kind == "error":
+                    raise out.value
+        self.scheduler.stats = SchedulerStats()
+        log.info("qwen3-omni warmed up in %.1f s", time.perf_counter() - t0)
 
     @property
     def in_flight(self) -> int:
@@ -137,7 +154,7 @@ class QwenOmniEngine:
                     self._commands.get_nowait()()
                 except queue.Empty:
                     break
-            if not self.scheduler.has_work():
+            if not self.scheduler.runnable():  # idle, or only held turns waiting to be released
                 self._wake.wait(0.5)
                 self._wake.clear()
                 continue

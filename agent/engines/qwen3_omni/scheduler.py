@@ -166,6 +166,18 @@ class Scheduler:
     def has_work(self) -> bool:
         return bool(self.pending or self.active)
 
+    def runnable(self) -> bool:
+        """Whether a step would do anything: not when every active turn is held at its limit."""
+        return bool(self.pending) or any(not j.held or j.buffer or self._held_can_run(j) for j in self.active.values())
+
+    def _held_can_run(self, job: Job) -> bool:
+        r = job.reply
+        return (
+            (not r.text_done and self._thinker_may_run(job))
+            or (r.speak and not r.speech_done and len(r.frames) < min(len(r.code0), HELD_FRAMES))
+            or r.decoded < len(r.frames)
+        )
+
     # ---- one step ----
 
     def step(self) -> list[Out]:
@@ -180,6 +192,8 @@ class Scheduler:
                     job.timings["first_frame_s"] = 0.0
                 out += job.buffer
                 job.buffer = []
+        if out:
+            return out  # out at once: this step's compute would hold the released frames back
         if self.pending:
             job = self.pending.popleft()
             out += self._start(job)

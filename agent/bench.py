@@ -162,8 +162,11 @@ def spawn_server(*args: str) -> tuple[subprocess.Popen[str], str]:
     raise RuntimeError("the server did not start")
 
 
-def start_server(engine: str, mode: str | None, max_sessions: int) -> tuple[subprocess.Popen[str], str]:
-    return spawn_server("--engine", engine, "--max-sessions", str(max_sessions), *(["--mode", mode] if mode else []))
+def start_server(
+    engine: str, mode: str | None, max_sessions: int, extra: list[str] | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    mode_args = ["--mode", mode] if mode else []
+    return spawn_server("--engine", engine, "--max-sessions", str(max_sessions), *mode_args, *(extra or []))
 
 
 def draw(rows: list[dict], title: str, path: Path) -> None:
@@ -196,7 +199,11 @@ def draw(rows: list[dict], title: str, path: Path) -> None:
 
 def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", help="target a running server (http://host:port); default: start one here")
-    p.add_argument("--engine", default="echo", choices=["echo", "cascade"], help="engine of the server started here")
+    p.add_argument(
+        "--engine", default="echo", choices=["echo", "cascade", "qwen3-omni"], help="engine of the server started here"
+    )
+    p.add_argument("--model", help="with --engine qwen3-omni: the model folder")
+    p.add_argument("--device", help="with --engine qwen3-omni: cuda or cpu")
     p.add_argument("--sessions", type=int, nargs="+", default=[1, 4, 8], help="levels of concurrent sessions")
     p.add_argument("--ramp", help="levels as START:STOP:STEP instead of --sessions")
     p.add_argument("--turns", type=int, default=10, help="turns (utterances or clicks) per session")
@@ -218,7 +225,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         engine, mode = args.engine, ("stream" if args.engine == "echo" else None)
         print(f"bench: starting omni-agent serve --engine {engine} ...", flush=True)
-        proc, http = start_server(engine, mode, max(levels))
+        extra = [a for k in ("model", "device") if getattr(args, k) for a in (f"--{k}", getattr(args, k))]
+        proc, http = start_server(engine, mode, max(levels), extra)
     click = engine == "echo" and mode == "stream"
     url = http.replace("http", "ws", 1) + "/ws"
     what = "clicks" if click else "spoken questions"

@@ -14,6 +14,7 @@ import logging
 import mimetypes
 import os
 import secrets
+import sys
 import time
 from http import HTTPStatus
 from pathlib import Path
@@ -84,6 +85,10 @@ class AgentServer:
         self.realtime_live = 0  # sessions on /v1/realtime
 
     async def start(self) -> None:
+        # Engines compute in threads that share the GIL with this loop, which paces a packet every 20 ms per
+        # session; with the default 5 ms switch interval a busy model thread held the loop back long enough to
+        # leave gaps in the audio (Qwen3-Omni bench: continuity 0.947 -> 1.000, p50 756 -> 645 ms).
+        sys.setswitchinterval(min(sys.getswitchinterval(), 0.001))
         self._server = await serve(
             self._handle,
             self.config.server.host,

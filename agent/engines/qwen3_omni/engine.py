@@ -3,10 +3,14 @@
 One model per process, one worker thread that owns it and runs the scheduler;
 the sessions on the event loop only queue commands and receive results through
 `call_soon_threadsafe`, so the loop never waits on the GPU. Turn-taking uses the
-same Silero endpointing as the cascade engine; the audio of the turn and its
-freshest camera frames go to the Thinker whole at the end of the turn (the
-audio encoder attends within 8 s blocks, so encoding earlier would only pay
-off for turns longer than one block).
+same Silero endpointing as the cascade engine. The turn's audio and its
+freshest camera frames go to the Thinker as one input, and that already at the
+user's first 160 ms pause: the reply is prefilled and its first frames made,
+held, and let out the moment the pause becomes the end of the turn (undone if
+the user goes on). Encoding the audio block by block while the user speaks
+would not be exact: Whisper's log-mel is floored at 8 (log10 units) below the maximum of
+the whole utterance, so no block's features are final before the turn ends
+(and the encoder's blocks are 8 s, longer than most turns).
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ log = logging.getLogger(__name__)
 PRE_ROLL_TICKS = 3
 TAIL_TICKS = 3  # silence kept after the last voiced tick
 CAMERA_FRESH_TICKS = 40  # frames older than 3.2 s are not shown to the model
-MAX_TURN_TICKS = 375  # 30 s of audio per turn; beyond it the turn ends (counted)
+MAX_TURN_TICKS = 375  # 30 s of audio per turn; beyond it the turn ends there (`turns_capped`)
 IMAGES_PER_TURN = 2
 MAX_TOOL_ROUNDS = 3  # tool calls answering tool results, before the turn ends without more
 
@@ -187,7 +191,8 @@ class QwenOmniSession:
         self.endpointer = Endpointer(EndpointConfig(end_silence_ms=end_silence_ms), detector)
         self.conv = Conversation()
         self.text_only = False
-        self.turns_cut = 0
+        self.turns_cut = 0  # turns dropped from the context
+        self.turns_capped = 0  # turns ended by the 30 s limit rather than a pause
         self._pre: deque[np.ndarray] = deque(maxlen=PRE_ROLL_TICKS)
         self._audio: list[np.ndarray] = []
         self._video: deque[tuple[int, np.ndarray]] = deque(maxlen=8)
@@ -223,7 +228,9 @@ class QwenOmniSession:
             self._speculate()
         elif event is EndpointEvent.RESUME:
             self._drop_speculation()
-        if event is EndpointEvent.END or (ep.in_speech and len(self._audio) >= MAX_TURN_TICKS):
+        capped = ep.in_speech and len(self._audio) >= MAX_TURN_TICKS
+        if event is EndpointEvent.END or capped:
+            self.turns_capped += capped
             self._end_of_turn(ep.last_voiced_tick, chunk.tick)
 
     def send_text(self, text: str) -> None:

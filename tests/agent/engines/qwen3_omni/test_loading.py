@@ -76,3 +76,23 @@ def test_loads_with_a_progress_line(tiny_folder, capsys):
     out = capsys.readouterr().out
     assert "loading Qwen3-Omni from" in out and "loaded in" in out
     assert loaded.attn == "sdpa" and loaded.model.config.model_type == "qwen3_omni_moe"
+
+
+async def test_the_shipped_config_builds_the_engine(tiny):
+    from agent.config import CONFIG_DIR, load_config
+    from agent.engines.qwen3_omni.engine import QwenOmniEngine
+
+    cfg = load_config(CONFIG_DIR / "qwen3_omni.yaml")
+    assert cfg.engine.name == "qwen3-omni"
+    eng = QwenOmniEngine(loaded=tiny, end_silence_ms=cfg.engine.end_silence_ms, **cfg.engine.options)
+    try:
+        assert eng.scheduler.batch_limit == cfg.engine.options["batch_limit"]
+    finally:
+        await eng.close()
+
+
+def test_the_cli_without_a_model_says_so(capsys):
+    from agent.config import CONFIG_DIR
+
+    assert main(["serve", "--config", str(CONFIG_DIR / "qwen3_omni.yaml"), "--port", "0"]) == 2
+    assert "needs a model" in capsys.readouterr().err

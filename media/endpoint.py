@@ -10,6 +10,7 @@ start recognising there); RESUME if the user goes on after a PAUSE; END after
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
@@ -106,3 +107,34 @@ class Endpointer:
             self.paused = True
             return EndpointEvent.PAUSE
         return None
+
+
+class Utterance:
+    """The audio of the user's turn as the endpointer saw it: a few ticks from before speech was confirmed
+    (word onsets), every tick while in speech, and, cut out for the models, all of it less the silence after
+    the last voiced tick beyond a short tail. The same cut at a pause and at the end of the turn, so work
+    started at the pause is work on the turn itself."""
+
+    def __init__(self, pre_roll_ticks: int = 3, tail_ticks: int = 3) -> None:
+        self.tail_ticks = tail_ticks
+        self.chunks: list[np.ndarray] = []
+        self._pre: deque[np.ndarray] = deque(maxlen=pre_roll_ticks)
+
+    def __len__(self) -> int:
+        return len(self.chunks)
+
+    def add(self, audio: np.ndarray, event: EndpointEvent | None, in_speech: bool) -> None:
+        if event is EndpointEvent.START:
+            self.chunks = [*self._pre, audio]
+        elif in_speech or event is EndpointEvent.END:
+            self.chunks.append(audio)
+        self._pre.append(audio)
+
+    def audio(self, tick: int, last_voiced_tick: int | None) -> np.ndarray:
+        keep = len(self.chunks)
+        if last_voiced_tick is not None:
+            keep = max(1, keep - max(0, tick - last_voiced_tick - self.tail_ticks))
+        return np.concatenate(self.chunks[:keep]) if self.chunks else np.zeros(0, np.float32)
+
+    def clear(self) -> None:
+        self.chunks = []

@@ -20,8 +20,8 @@ def make_config(engine="echo", mode="stream", **server):
 
 
 @contextlib.asynccontextmanager
-async def running(cfg):
-    server = AgentServer(cfg)
+async def running(cfg, engine=None):
+    server = AgentServer(cfg, engine=engine)
     await server.start()
     try:
         yield server

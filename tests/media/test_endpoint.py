@@ -1,6 +1,6 @@
 import numpy as np
 
-from media.endpoint import EndpointConfig, Endpointer, EndpointEvent
+from media.endpoint import EndpointConfig, Endpointer, EndpointEvent, Utterance
 
 
 def tone(level=0.2):
@@ -55,3 +55,21 @@ def test_max_turn_length_and_speech_from_the_first_tick():
     ep = Endpointer(EndpointConfig(max_turn_ms=800))
     kinds = [e for _, e in run(ep, [tone()] * 20)]
     assert kinds[:2] == [EndpointEvent.START, EndpointEvent.END]
+
+
+def test_utterance_keeps_pre_roll_and_cuts_the_silent_tail():
+
+    u = Utterance(pre_roll_ticks=2, tail_ticks=1)
+    ticks = [np.full(4, float(i), np.float32) for i in range(10)]
+    u.add(ticks[0], None, False)
+    u.add(ticks[1], None, False)
+    u.add(ticks[2], None, False)
+    u.add(ticks[3], EndpointEvent.START, True)  # ticks 1 and 2 are the pre-roll
+    for i in range(4, 9):
+        u.add(ticks[i], None, True)
+    assert len(u) == 8
+    # last voiced tick 5, now tick 8: ticks 7 and 8 are silence beyond the one-tick tail
+    assert np.array_equal(u.audio(8, 5), np.concatenate(ticks[1:7]))
+    assert np.array_equal(u.audio(8, None), np.concatenate(ticks[1:9]))
+    u.clear()
+    assert u.audio(9, 5).size == 0

@@ -29,7 +29,7 @@ from agent.engines.cascade.models import SileroDetector, SpeechModels, load_mode
 from agent.engines.outbox import Outbox
 from media.aligner import AlignedChunk
 from media.clock import INPUT_SAMPLES_PER_TICK, OUTPUT_SAMPLES_PER_FRAME, TICK_MS
-from media.endpoint import EndpointConfig, Endpointer, EndpointEvent
+from media.endpoint import EndpointConfig, Endpointer, EndpointEvent, Utterance
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +113,7 @@ class CascadeSession:
         self.outbox = Outbox()
         self.endpointer = Endpointer(EndpointConfig(pause_ms=engine.pause_ms, end_silence_ms=end_silence_ms), detector)
         self.history: list[tuple[str, str]] = []
-        self._pre: deque[np.ndarray] = deque(maxlen=PRE_ROLL_TICKS)
-        self._audio: list[np.ndarray] = []
+        self.utterance = Utterance(PRE_ROLL_TICKS, TAIL_TICKS)
         self._video: deque[tuple[int, np.ndarray]] = deque(maxlen=6)
         self._tick = 0
         self._speculation: asyncio.Task[Prepared] | None = None
@@ -138,11 +137,8 @@ class CascadeSession:
             if self._replying() and self.policy.barge_in:
                 self.interrupt()  # barge-in: the user talks over the reply
             self._turn += 1
-            self._audio = [*self._pre, chunk.audio]
             self._last_partial_tick = chunk.tick
-        elif ep.in_speech or event is EndpointEvent.END:
-            self._audio.append(chunk.audio)
-        self._pre.append(chunk.audio)
+        self.utterance.add(chunk.audio, event, ep.in_speech)
         if event is EndpointEvent.PAUSE:
             self._speculation = self._spawn(self._prepare_from_audio(self._utterance()))
         elif event is EndpointEvent.RESUME:
@@ -183,13 +179,8 @@ class CascadeSession:
         return (self._reply is not None and not self._reply.done()) or self.outbox.has_reply()
 
     def _utterance(self) -> np.ndarray:
-        ep = self.endpointer
-        keep = len(self._audio)
-        if ep.last_voiced_tick is not None:
-            # ticks after the last voiced one, beyond a short tail, are silence
-            silent = self._tick - ep.last_voiced_tick
-            keep = max(1, keep - max(0, silent - TAIL_TICKS))
-        return np.concatenate(self._audio[:keep]) if self._audio else np.zeros(INPUT_SAMPLES_PER_TICK, np.float32)
+        audio = self.utterance.audio(self._tick, self.endpointer.last_voiced_tick)
+        return audio if audio.size else np.zeros(INPUT_SAMPLES_PER_TICK, np.float32)
 
     def _drop_speculation(self) -> None:
         if self._speculation is not None:
@@ -201,7 +192,7 @@ class CascadeSession:
         prepared = self._speculation or self._spawn(self._prepare_from_audio(self._utterance()))
         self._speculation = None
         self._reply = self._spawn(self._deliver(prepared, self.endpointer.last_voiced_tick, self._tick))
-        self._audio = []
+        self.utterance.clear()
 
     def _maybe_partial(self, tick: int) -> None:
         if tick - self._last_partial_tick < PARTIAL_EVERY_TICKS or self.engine.in_flight:
@@ -209,7 +200,7 @@ class CascadeSession:
         if self._partial is not None and not self._partial.done():
             return
         self._last_partial_tick = tick
-        self._partial = self._spawn(self._partial_transcript(np.concatenate(self._audio), self._turn))
+        self._partial = self._spawn(self._partial_transcript(np.concatenate(self.utterance.chunks), self._turn))
 
     async def _partial_transcript(self, audio: np.ndarray, turn: int) -> None:
         text = await self.engine.run(self.models.recognizer.transcribe, audio)

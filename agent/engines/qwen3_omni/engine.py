@@ -41,12 +41,12 @@ from agent.engines.qwen3_omni.prompt import Prompter, join
 from agent.engines.qwen3_omni.scheduler import Job, Out, Scheduler, SchedulerStats
 from agent.engines.qwen3_omni.stream import C2W_CONTEXT, Conversation, OmniStreamer, Reply, TurnInput
 from media.aligner import AlignedChunk
-from media.endpoint import EndpointConfig, Endpointer, EndpointEvent
+from media.endpoint import EndpointConfig, Endpointer, EndpointEvent, Utterance
 
 log = logging.getLogger(__name__)
 
 PRE_ROLL_TICKS = 3
-TAIL_TICKS = 3  # silence kept after the last voiced tick
+TAIL_TICKS = 3  # silence kept after the last voiced tick (the same cut at the pause and at the end)
 CAMERA_FRESH_TICKS = 40  # frames older than 3.2 s are not shown to the model
 MAX_TURN_TICKS = 375  # 30 s of audio per turn; beyond it the turn ends there (`turns_capped`)
 IMAGES_PER_TURN = 2
@@ -193,8 +193,7 @@ class QwenOmniSession:
         self.text_only = False
         self.turns_cut = 0  # turns dropped from the context
         self.turns_capped = 0  # turns ended by the 30 s limit rather than a pause
-        self._pre: deque[np.ndarray] = deque(maxlen=PRE_ROLL_TICKS)
-        self._audio: list[np.ndarray] = []
+        self.utterance = Utterance(PRE_ROLL_TICKS, TAIL_TICKS)
         self._video: deque[tuple[int, np.ndarray]] = deque(maxlen=8)
         self._tick = 0
         self._reply: Reply | None = None
@@ -220,15 +219,12 @@ class QwenOmniSession:
         if event is EndpointEvent.START:
             if self._replying() and self.profile.barge_in:
                 self.interrupt()
-            self._audio = [*self._pre, chunk.audio]
-        elif ep.in_speech or event is EndpointEvent.END:
-            self._audio.append(chunk.audio)
-        self._pre.append(chunk.audio)
+        self.utterance.add(chunk.audio, event, ep.in_speech)
         if event is EndpointEvent.PAUSE:
             self._speculate()
         elif event is EndpointEvent.RESUME:
             self._drop_speculation()
-        capped = ep.in_speech and len(self._audio) >= MAX_TURN_TICKS
+        capped = ep.in_speech and len(self.utterance) >= MAX_TURN_TICKS
         if event is EndpointEvent.END or capped:
             self.turns_capped += capped
             self._end_of_turn(ep.last_voiced_tick, chunk.tick)
@@ -265,15 +261,6 @@ class QwenOmniSession:
     def _replying(self) -> bool:
         return self._reply is not None or self.outbox.has_reply()
 
-    def _utterance(self) -> np.ndarray:
-        """The turn's audio without the silence after its last voiced tick (beyond a short tail): the same at
-        the first pause and at the end of the turn, so a speculation made at the pause is the turn itself."""
-        keep = len(self._audio)
-        last = self.endpointer.last_voiced_tick
-        if last is not None:
-            keep = max(1, keep - max(0, self._tick - last - TAIL_TICKS))
-        return np.concatenate(self._audio[:keep]) if self._audio else np.zeros(0, np.float32)
-
     def _images(self) -> list[np.ndarray]:
         fresh = [img for t, img in self._video if self._tick - t <= CAMERA_FRESH_TICKS]
         return fresh[-1:] if len(fresh) < 2 else [fresh[0], fresh[-1]][-IMAGES_PER_TURN:]
@@ -284,7 +271,7 @@ class QwenOmniSession:
         eng = self.engine
         if not eng.speculate or self._reply is not None:
             return
-        audio, images = self._utterance(), self._images()
+        audio, images = self.utterance.audio(self._tick, self.endpointer.last_voiced_tick), self._images()
         reply = self._new_reply()
         self._spec = (reply, audio, images)
         build = self._builder(lambda: eng.prompter.turn(audio=audio, images=images), reply, speculative=True)
@@ -298,8 +285,12 @@ class QwenOmniSession:
 
     def _end_of_turn(self, speech_end_tick: int | None, end_tick: int) -> None:
         spec, self._spec = self._spec, None
-        audio, images = (spec[1], spec[2]) if spec is not None else (self._utterance(), self._images())
-        self._audio = []
+        audio, images = (
+            (spec[1], spec[2])
+            if spec is not None
+            else (self.utterance.audio(self._tick, self.endpointer.last_voiced_tick), self._images())
+        )
+        self.utterance.clear()
         self._segment += 1
         self._tool_rounds = 0
         seconds = audio.size / 16_000

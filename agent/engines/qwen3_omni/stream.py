@@ -264,23 +264,29 @@ class OmniStreamer:
         """One more token for each reply (the last token goes into its cache)."""
         convs = [r.conv for r in replies]
         ids = torch.tensor([[r.tokens[-1]] for r in replies], device=self.device)
-        if len(replies) == 1:
-            conv = convs[0]
-            cache, mask = conv.cache, torch.ones(1, conv.length + 1, dtype=torch.long, device=self.device)
-            text = torch.tensor([[[conv.length]]], device=self.device)
-        else:
-            cache, mask = _stack_caches([c.cache for c in convs], [c.length for c in convs])
-            text = torch.full((1, len(replies), 1), mask.shape[1] - 1, device=self.device)
-        rope = torch.tensor([c.next_pos for c in convs], device=self.device).view(1, -1, 1).expand(3, -1, -1)
-        out = self.thinker(
-            input_ids=ids, attention_mask=mask, position_ids=torch.cat([text, rope]), cache=cache, use_cache=True
-        )
+        caches = [c.cache for c in convs]
+        cache, mask, positions = self._decode_batch(caches, [c.length for c in convs], [c.next_pos for c in convs])
+        out = self.thinker(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True)
         if len(replies) > 1:
-            _unstack_step(cache, [c.cache for c in convs])
+            _unstack_step(cache, caches)
         for i, (reply, conv) in enumerate(zip(replies, convs, strict=False)):
             conv.length += 1
             conv.next_pos += 1
             self._take_token(reply, out.logits[i, -1])
+
+    def _decode_batch(
+        self, caches: list[DynamicCache], lengths: list[int], next_pos: list[int]
+    ) -> tuple[DynamicCache, torch.Tensor, torch.Tensor]:
+        """Cache, attention mask and positions (text row + 3 rope rows) for one decode step of these sessions.
+        One session decodes on its own cache; several on a left-padded copy (`_unstack_step` hands back)."""
+        if len(caches) == 1:
+            cache, mask = caches[0], torch.ones(1, lengths[0] + 1, dtype=torch.long, device=self.device)
+            text = torch.tensor([[[lengths[0]]]], device=self.device)
+        else:
+            cache, mask = _stack_caches(caches, lengths)
+            text = torch.full((1, len(caches), 1), mask.shape[1] - 1, device=self.device)
+        rope = torch.tensor(next_pos, device=self.device).view(1, -1, 1).expand(3, -1, -1)
+        return cache, mask, torch.cat([text, rope])
 
     # ---------------------------------------------------------------- Talker
 
@@ -392,26 +398,21 @@ class OmniStreamer:
         for reply, frame in zip(replies, codes, strict=False):
             reply.frames.append(frame)
             reply.talker_step += 1
-        if len(replies) == 1:
-            reply = replies[0]
-            cache = reply.talker_cache
-            mask = torch.ones(1, reply.talker_len + 1, dtype=torch.long, device=self.device)
-            text = torch.tensor([[[reply.talker_len]]], device=self.device)
-        else:
-            cache, mask = _stack_caches([r.talker_cache for r in replies], [r.talker_len for r in replies])
-            text = torch.full((1, len(replies), 1), mask.shape[1] - 1, device=self.device)
-        rope = torch.tensor([r.talker_pos for r in replies], device=self.device).view(1, -1, 1).expand(3, -1, -1)
+        caches = [r.talker_cache for r in replies]
+        cache, mask, positions = self._decode_batch(
+            caches, [r.talker_len for r in replies], [r.talker_pos for r in replies]
+        )
         out = self.talker(
             inputs_embeds=embeds,
             attention_mask=mask,
-            position_ids=torch.cat([text, rope]),
+            position_ids=positions,
             cache=cache,
             use_cache=True,
             output_hidden_states=True,
             generation_step=0,  # unused; the forward adds one to it
         )
         if len(replies) > 1:
-            _unstack_step(cache, [r.talker_cache for r in replies])
+            _unstack_step(cache, caches)
         last = out.hidden_states[0][-1]
         for i, reply in enumerate(replies):
             reply.talker_len += 1

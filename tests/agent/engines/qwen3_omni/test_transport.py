@@ -4,7 +4,6 @@ engine answers with continuous 80 ms frames; typed text and barge-in on the same
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 import numpy as np
 import pytest
@@ -12,21 +11,13 @@ from transformers.generation.logits_process import SuppressTokensLogitsProcessor
 
 from agent.client import AgentClient, CameraTrack
 from agent.engines.qwen3_omni.engine import QwenOmniEngine
-from agent.server import AgentServer
 from tests.agent.cascade_helpers import spoken
-from tests.agent.conftest import make_config, ws_url
+from tests.agent.conftest import make_config, running, ws_url
 
 
-@contextlib.asynccontextmanager
-async def serving(tiny, **engine):
-    cfg = make_config("qwen3-omni")
+def serving(tiny, **engine):
     eng = QwenOmniEngine(loaded=tiny, max_reply_s=engine.pop("max_reply_s", 3.0), **engine)
-    server = AgentServer(cfg, engine=eng)
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.close()
+    return running(make_config("qwen3-omni"), eng)
 
 
 def session_of(server):

@@ -22,7 +22,15 @@ def make_engine(cfg: EngineConfig) -> Engine:
 
         return RealtimeEngine(**cfg.options)
     if cfg.name == "qwen3-omni":
-        from agent.engines.qwen3_omni.engine import QwenOmniEngine
+        try:
+            from agent.engines.qwen3_omni.engine import QwenOmniEngine
+        except ImportError as exc:
+            from agent.engines.qwen3_omni.loading import ModelLoadError
+
+            raise ModelLoadError(
+                f"the qwen3-omni engine needs torch and transformers ({exc.name} is missing): "
+                "pip install -e '.[gpu]' (on a CPU-only machine: pip install torch==2.13.0 transformers==5.24.*)"
+            ) from exc
 
         return QwenOmniEngine(end_silence_ms=cfg.end_silence_ms, **cfg.options)
     raise ValueError(f"unknown engine {cfg.name!r}; available: {', '.join(ENGINES)}")

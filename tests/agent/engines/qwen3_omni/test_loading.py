@@ -96,3 +96,19 @@ def test_the_cli_without_a_model_says_so(capsys):
 
     assert main(["serve", "--config", str(CONFIG_DIR / "qwen3_omni.yaml"), "--port", "0"]) == 2
     assert "needs a model" in capsys.readouterr().err
+
+
+def test_without_torch_the_cli_says_what_to_install():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys; sys.modules['torch'] = None; from agent.cli import main; "
+        "sys.exit(main(['serve', '--engine', 'qwen3-omni', '--model', '/nowhere', '--port', '0']))"
+    )
+    root = Path(__file__).resolve().parents[4]
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert "needs torch and transformers (torch is missing)" in r.stderr
+    assert "Traceback" not in r.stderr

@@ -39,7 +39,7 @@ def full_random(device: str):
     t0 = time.perf_counter()
     with torch.device(device):
         model = Qwen3OmniMoeForConditionalGeneration._from_config(
-            config, torch_dtype=torch.bfloat16, attn_implementation="sdpa"
+            config, dtype=torch.bfloat16, attn_implementation="sdpa"
         )
     gen = torch.Generator(device=device).manual_seed(0)
     with torch.no_grad():

@@ -218,6 +218,13 @@ class AgentServer:
         finally:
             await conn.close(conn.peer.end_reason if conn.peer else "socket closed")
 
+    async def _refuse_realtime(self, ws: ServerConnection, reason: str, code: str, message: str) -> None:
+        """An OpenAI-style error event, then the close; counted like a refused /ws offer."""
+        self.metrics.sessions_refused.labels(reason).inc()
+        kind = "invalid_request_error" if code == "unauthorized" else "server_error"
+        await ws.send(json.dumps({"type": "error", "error": {"type": kind, "code": code, "message": message}}))
+        await ws.close(1008 if code == "unauthorized" else 1013, code)
+
     async def _realtime(self, ws: ServerConnection) -> None:
         """The OpenAI Realtime protocol over our engine (agent/realtime_api.py)."""
         from agent.realtime_api import RealtimeSession
@@ -228,34 +235,11 @@ class AgentServer:
         if not origin_ok(headers.get("Origin"), headers.get("Host"), self.config.server.allowed_origins) or not (
             token_ok(self.token, bearer)
         ):
-            await ws.send(
-                json.dumps(
-                    {
-                        "type": "error",
-                        "error": {
-                            "type": "invalid_request_error",
-                            "code": "unauthorized",
-                            "message": "a valid API key (the server's token) is needed",
-                        },
-                    }
-                )
-            )
-            await ws.close(1008, "unauthorized")
+            await self._refuse_realtime(ws, "token", "unauthorized", "a valid API key (the server's token) is needed")
             return
         if len(self.sessions) + self.realtime_live >= self.config.server.max_sessions or self.overload.level >= 3:
-            await ws.send(
-                json.dumps(
-                    {
-                        "type": "error",
-                        "error": {
-                            "type": "server_error",
-                            "code": "busy",
-                            "message": "the server is at its limit; try again later",
-                        },
-                    }
-                )
-            )
-            await ws.close(1013, "busy")
+            reason = "overload" if self.overload.level >= 3 else "limit"
+            await self._refuse_realtime(ws, reason, "busy", "the server is at its limit; try again later")
             return
         self.realtime_live += 1
         self.metrics.sessions_total.inc()

@@ -138,3 +138,19 @@ class Utterance:
 
     def clear(self) -> None:
         self.chunks = []
+
+
+class RecentFrames:
+    """What the camera showed lately, for engines that look at it when a turn ends: the last few sampled
+    frames with their ticks. Nothing newer than `fresh_ticks` (3.2 s) means the camera is off."""
+
+    def __init__(self, keep: int = 8, fresh_ticks: int = 40) -> None:
+        self.fresh_ticks = fresh_ticks
+        self._frames: deque[tuple[int, np.ndarray]] = deque(maxlen=keep)
+
+    def add(self, tick: int, image: np.ndarray) -> None:
+        self._frames.append((tick, image))
+
+    def fresh(self, now_tick: int) -> list[np.ndarray]:
+        """Frames of the last `fresh_ticks`, oldest first."""
+        return [img for tick, img in self._frames if now_tick - tick <= self.fresh_ticks]

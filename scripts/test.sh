@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --test
 .venv/bin/ruff check agent media tests benchmarks
-run=(.venv/bin/python -m pytest -p no:cacheprovider "$@")
+run=(.venv/bin/python -m pytest -p no:cacheprovider -rs "$@")  # -rs: every skip says why
 if [[ $(id -u) == 0 ]] && unshare -n true 2>/dev/null; then
   echo "test: running in a loopback-only network namespace"
   exec unshare -n bash -c 'ip link set lo up && exec "$@"' _ "${run[@]}"

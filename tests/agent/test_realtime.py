@@ -166,3 +166,24 @@ async def test_official_openai_sdk_holds_a_conversation(models, tmp_path):
     assert reply.size > 24_000 * 0.5 and np.abs(reply).max() > 0.05
     again = models.recognizer.transcribe(to_16k(reply, 24_000))
     assert "it's" in again.lower() or "it is" in again.lower(), again
+
+
+async def test_refused_realtime_clients_get_an_error_event_and_are_counted():
+    from websockets.asyncio.client import connect
+
+    cfg = make_config("echo", "stream", token="s3cret")
+    async with running(cfg) as server:
+        url = f"ws://127.0.0.1:{server.port}/v1/realtime"
+        async with connect(url) as ws:  # no key
+            event = json.loads(await ws.recv())
+            await ws.wait_closed()
+        assert event["type"] == "error" and event["error"]["code"] == "unauthorized"
+        assert ws.close_code == 1008
+        server.config.server.max_sessions = 0
+        async with connect(url, additional_headers={"Authorization": "Bearer s3cret"}) as ws:
+            event = json.loads(await ws.recv())
+            await ws.wait_closed()
+        assert event["error"]["code"] == "busy" and ws.close_code == 1013
+        metrics = server.metrics.render().decode()
+    assert 'omni_sessions_refused_total{reason="token"} 1.0' in metrics
+    assert 'omni_sessions_refused_total{reason="limit"} 1.0' in metrics

@@ -15,7 +15,6 @@ import contextlib
 import datetime as dt
 import logging
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -29,13 +28,10 @@ from agent.engines.cascade.models import SileroDetector, SpeechModels, load_mode
 from agent.engines.outbox import Outbox
 from media.aligner import AlignedChunk
 from media.clock import INPUT_SAMPLES_PER_TICK, OUTPUT_SAMPLES_PER_FRAME, TICK_MS
-from media.endpoint import EndpointConfig, Endpointer, EndpointEvent, Utterance
+from media.endpoint import EndpointConfig, Endpointer, EndpointEvent, RecentFrames, Utterance
 
 log = logging.getLogger(__name__)
 
-PRE_ROLL_TICKS = 3  # audio kept from before the VAD confirmed speech: word onsets
-TAIL_TICKS = 3  # silence kept after the last voiced tick for the recogniser
-CAMERA_FRESH_TICKS = 40  # a frame older than 3.2 s means the camera is off
 PARTIAL_EVERY_TICKS = 12  # about one partial transcript a second, when the CPU is idle
 
 
@@ -113,8 +109,8 @@ class CascadeSession:
         self.outbox = Outbox()
         self.endpointer = Endpointer(EndpointConfig(pause_ms=engine.pause_ms, end_silence_ms=end_silence_ms), detector)
         self.history: list[tuple[str, str]] = []
-        self.utterance = Utterance(PRE_ROLL_TICKS, TAIL_TICKS)
-        self._video: deque[tuple[int, np.ndarray]] = deque(maxlen=6)
+        self.utterance = Utterance()
+        self.frames = RecentFrames(keep=6)
         self._tick = 0
         self._speculation: asyncio.Task[Prepared] | None = None
         self._reply: asyncio.Task[None] | None = None
@@ -130,7 +126,7 @@ class CascadeSession:
     def feed(self, chunk: AlignedChunk) -> None:
         self._tick = chunk.tick
         if chunk.video is not None:
-            self._video.append((chunk.tick, chunk.video.image))
+            self.frames.add(chunk.tick, chunk.video.image)
         ep = self.endpointer
         event = ep.update(chunk.tick, chunk.audio)
         if event is EndpointEvent.START:
@@ -221,7 +217,7 @@ class CascadeSession:
         return prepared
 
     async def _prepare(self, text: str) -> Prepared:
-        frames = [img for tick, img in self._video if self._tick - tick <= CAMERA_FRESH_TICKS][-3:]
+        frames = self.frames.fresh(self._tick)[-3:]
 
         def seen() -> Seen:
             return Seen(self.models.faces.count_in(frames) if frames else None)

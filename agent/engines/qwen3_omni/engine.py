@@ -41,15 +41,11 @@ from agent.engines.qwen3_omni.prompt import Prompter, join
 from agent.engines.qwen3_omni.scheduler import Job, Out, Scheduler, SchedulerStats
 from agent.engines.qwen3_omni.stream import C2W_CONTEXT, Conversation, OmniStreamer, Reply, TurnInput
 from media.aligner import AlignedChunk
-from media.endpoint import EndpointConfig, Endpointer, EndpointEvent, Utterance
+from media.endpoint import EndpointConfig, Endpointer, EndpointEvent, RecentFrames, Utterance
 
 log = logging.getLogger(__name__)
 
-PRE_ROLL_TICKS = 3
-TAIL_TICKS = 3  # silence kept after the last voiced tick (the same cut at the pause and at the end)
-CAMERA_FRESH_TICKS = 40  # frames older than 3.2 s are not shown to the model
 MAX_TURN_TICKS = 375  # 30 s of audio per turn; beyond it the turn ends there (`turns_capped`)
-IMAGES_PER_TURN = 2
 MAX_TOOL_ROUNDS = 3  # tool calls answering tool results, before the turn ends without more
 
 
@@ -192,12 +188,10 @@ class QwenOmniSession:
         self.conv = Conversation()
         self.text_only = False
         self.turns_cut = 0  # turns dropped from the context
-        self.turns_capped = 0  # turns ended by the 30 s limit rather than a pause
-        self.utterance = Utterance(PRE_ROLL_TICKS, TAIL_TICKS)
-        self._video: deque[tuple[int, np.ndarray]] = deque(maxlen=8)
+        self.utterance = Utterance()  # the same cut of the audio at the pause and at the end of the turn
+        self.frames = RecentFrames()
         self._tick = 0
         self._reply: Reply | None = None
-        self._turn_started: float | None = None
         self._text: list[int] = []
         self._said = ""
         self._frame_index = 0
@@ -213,7 +207,7 @@ class QwenOmniSession:
     def feed(self, chunk: AlignedChunk) -> None:
         self._tick = chunk.tick
         if chunk.video is not None:
-            self._video.append((chunk.tick, chunk.video.image))
+            self.frames.add(chunk.tick, chunk.video.image)
         ep = self.endpointer
         event = ep.update(chunk.tick, chunk.audio)
         if event is EndpointEvent.START:
@@ -225,8 +219,9 @@ class QwenOmniSession:
         elif event is EndpointEvent.RESUME:
             self._drop_speculation()
         capped = ep.in_speech and len(self.utterance) >= MAX_TURN_TICKS
+        if capped:
+            log.info("qwen3-omni: a turn reached %d s without a pause; it ends here", MAX_TURN_TICKS * 80 // 1000)
         if event is EndpointEvent.END or capped:
-            self.turns_capped += capped
             self._end_of_turn(ep.last_voiced_tick, chunk.tick)
 
     def send_text(self, text: str) -> None:
@@ -262,8 +257,9 @@ class QwenOmniSession:
         return self._reply is not None or self.outbox.has_reply()
 
     def _images(self) -> list[np.ndarray]:
-        fresh = [img for t, img in self._video if self._tick - t <= CAMERA_FRESH_TICKS]
-        return fresh[-1:] if len(fresh) < 2 else [fresh[0], fresh[-1]][-IMAGES_PER_TURN:]
+        """The oldest and the newest frame of the last 3.2 s: what changed while the user spoke."""
+        fresh = self.frames.fresh(self._tick)
+        return fresh[:1] + fresh[-1:] if len(fresh) > 1 else fresh
 
     def _speculate(self) -> None:
         """At the first pause, start the reply held: prefill, first token, first frames. If the user goes on it
@@ -285,11 +281,10 @@ class QwenOmniSession:
 
     def _end_of_turn(self, speech_end_tick: int | None, end_tick: int) -> None:
         spec, self._spec = self._spec, None
-        audio, images = (
-            (spec[1], spec[2])
-            if spec is not None
-            else (self.utterance.audio(self._tick, self.endpointer.last_voiced_tick), self._images())
-        )
+        if spec is not None:
+            _, audio, images = spec  # the held turn was made from exactly this audio
+        else:
+            audio, images = self.utterance.audio(self._tick, self.endpointer.last_voiced_tick), self._images()
         self.utterance.clear()
         self._segment += 1
         self._tool_rounds = 0
@@ -320,7 +315,6 @@ class QwenOmniSession:
     def _start_reply(self, reply: Reply, segment: int | None) -> None:
         self._reply, self._text, self._said, self._frame_index, self._muted = reply, [], "", 0, False
         self._reply_segment = segment if segment is not None else self._segment
-        self._turn_started = time.perf_counter()
 
     def _submit(self, build: Callable[[], TurnInput], segment: int | None = None) -> None:
         if self._reply is not None and not self.profile.barge_in:
@@ -357,21 +351,22 @@ class QwenOmniSession:
         """Cut the oldest turns until the conversation fits, then re-read it from the system prompt (worker thread)."""
         eng, p, conv = self.engine, self.engine.prompter, self.conv
         kept = list(conv.turns)
+        system = p.system(self.profile.system)
 
         def size() -> int:
-            return sum(len(t.ids) + len(r) + 2 for t, r in kept) + len(new.ids) + len(p.system(self.profile.system))
+            return sum(len(t.ids) + len(r) + 2 for t, r in kept) + len(new.ids) + len(system)
 
         while kept and size() + eng.max_reply_tokens + 8 > eng.max_context:
             kept.pop(0)
             self.turns_cut += 1
-        conv.cache, conv.length, conv.next_pos, conv.role = None, 0, 0, None
+        conv.cache, conv.next_pos, conv.role = None, 0, None
         for part in (conv.user_ids, conv.user_embeds, conv.image_grids, conv.audio_lengths):
             part.clear()
         conv.turns[:] = kept
         parts: list[TurnInput | list[int]] = []
         for t, r in kept:
             parts += [t, r[:-1] + p.text_ids("<|im_end|>\n")]  # a reply's last token was never read back
-        return join(p.system(self.profile.system), [*parts, new])
+        return join(system, [*parts, new])
 
     # ---- results from the worker ----
 
@@ -413,10 +408,7 @@ class QwenOmniSession:
     def _on_done(self, job: Job) -> None:
         self._reply = None
         text = self._decode()
-        stages = {
-            f"{k[:-2]}_ms" if k.endswith("_s") else k: v * 1000 if k.endswith("_s") else v
-            for k, v in job.timings.items()
-        }
+        stages = dict(job.timings)
         if self._muted:
             calls = parse_tool_calls(text)
             results = self.profile.run_calls(calls)

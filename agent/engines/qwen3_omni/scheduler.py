@@ -33,7 +33,7 @@ class Job:
     turn: TurnInput | Callable[[], TurnInput]  # built lazily in the worker when it costs (features, images)
     submitted: float
     first_frame_at: float | None = None
-    timings: dict[str, float] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)  # for the turn's metrics message (ms)
     held: bool = False  # speculative: made ahead (at the user's first pause), output kept until released
     buffer: list[Out] = field(default_factory=list)
     snapshot: tuple | None = None  # the conversation before a held turn, to undo it if the user goes on
@@ -57,7 +57,6 @@ class Out:
 
 @dataclass
 class SchedulerStats:
-    steps: int = 0
     batches: dict[str, int] = field(default_factory=lambda: {"thinker": 0, "talker": 0, "code2wav": 0})
     batched_items: dict[str, int] = field(default_factory=lambda: {"thinker": 0, "talker": 0, "code2wav": 0})
     stage_s: dict[str, float] = field(
@@ -152,7 +151,6 @@ class Scheduler:
                 conv.cache = None
             elif conv.cache.get_seq_length() > length:
                 conv.cache.crop(length - conv.cache.get_seq_length())  # a negative count: tokens to drop
-        conv.length = length
         del conv.user_ids[users:], conv.user_embeds[users:], conv.image_grids[grids:]
         del conv.audio_lengths[audios:], conv.turns[turns:]
 
@@ -184,12 +182,11 @@ class Scheduler:
         self.stats.last_batch = 0
         out: list[Out] = []
         s, now = self.streamer, self.clock()
-        self.stats.steps += 1
         for job in self.active.values():
             if not job.held and job.buffer:  # released: what was made ahead goes out first
                 if job.first_frame_at is not None:
                     job.first_frame_at = now
-                    job.timings["first_frame_s"] = 0.0
+                    job.timings["first_frame_ms"] = 0.0
                 out += job.buffer
                 job.buffer = []
         if out:
@@ -229,7 +226,7 @@ class Scheduler:
             for job, samples in zip(batch, pcm, strict=False):
                 if job.first_frame_at is None:
                     job.first_frame_at = t
-                    job.timings["first_frame_s"] = t - job.submitted
+                    job.timings["first_frame_ms"] = (t - job.submitted) * 1000
                 self._emit(out, job, Out(job.key, "frame", samples, job.reply))
 
         for job in list(self.active.values()):
@@ -257,7 +254,7 @@ class Scheduler:
             s.prefill(reply, turn)
             t1 = self.clock()
             self.stats.stage_s["prefill"] += t1 - t0
-            job.timings["prefill_s"] = t1 - t0
+            job.timings["prefill_ms"] = (t1 - t0) * 1000
             out: list[Out] = []
             self._emit(out, job, Out(job.key, "token", reply.tokens[0], reply))
             if reply.speak and s.has_talker and reply.tokens[0] != s.eos:

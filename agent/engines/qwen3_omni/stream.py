@@ -56,7 +56,6 @@ class Conversation:
     """What a session keeps between turns: the Thinker's cache and the Talker's view of the user."""
 
     cache: DynamicCache | None = None
-    length: int = 0  # tokens in the cache
     next_pos: int = 0  # next rope position (3D positions run ahead of the token count with images)
     role: int | None = None  # role token of the segment the cache ends in
     user_ids: list[torch.Tensor] = field(default_factory=list)  # per turn: the user segment's ids
@@ -65,6 +64,11 @@ class Conversation:
     audio_lengths: list[torch.Tensor] = field(default_factory=list)  # per turn: feature lengths of its audio
     # per turn: its input and the reply's tokens (a live list; all but the last were read back into the cache)
     turns: list[tuple[TurnInput, list[int]]] = field(default_factory=list)
+
+    @property
+    def length(self) -> int:
+        """Tokens the Thinker has read (its cache's length)."""
+        return self.cache.get_seq_length() if self.cache is not None else 0
 
 
 @dataclass
@@ -81,7 +85,6 @@ class Reply:
     # Talker
     talker_cache: DynamicCache | None = None
     talker_pos: int = 0
-    talker_len: int = 0
     talker_step: int = 0  # generation_step: how many trailing text entries consumed
     code0: list[int] = field(default_factory=list)  # codebook 0 per frame, EOS when it came
     last_hidden: torch.Tensor | None = None  # the Talker's last hidden state at its last position
@@ -212,7 +215,6 @@ class OmniStreamer:
             use_cache=True,
             output_hidden_states=self.has_talker,
         )
-        conv.length += ids.shape[1]
         conv.next_pos = next_pos
         if self.has_talker:
             self._keep_user_part(conv, turn, ids[0], out.hidden_states)
@@ -270,7 +272,6 @@ class OmniStreamer:
         if len(replies) > 1:
             _unstack_step(cache, caches)
         for i, (reply, conv) in enumerate(zip(replies, convs, strict=False)):
-            conv.length += 1
             conv.next_pos += 1
             self._take_token(reply, out.logits[i, -1])
 
@@ -354,7 +355,6 @@ class OmniStreamer:
             use_cache=True,
             output_hidden_states=True,
         )
-        reply.talker_len = ids.shape[1]
         reply.talker_pos = int(rope.max()) + 1
         reply.last_hidden = out.hidden_states[0][-1][:, -1:]
         self._take_code(reply, out.logits[0, -1])
@@ -400,7 +400,7 @@ class OmniStreamer:
             reply.talker_step += 1
         caches = [r.talker_cache for r in replies]
         cache, mask, positions = self._decode_batch(
-            caches, [r.talker_len for r in replies], [r.talker_pos for r in replies]
+            caches, [c.get_seq_length() for c in caches], [r.talker_pos for r in replies]
         )
         out = self.talker(
             inputs_embeds=embeds,
@@ -415,7 +415,6 @@ class OmniStreamer:
             _unstack_step(cache, caches)
         last = out.hidden_states[0][-1]
         for i, reply in enumerate(replies):
-            reply.talker_len += 1
             reply.talker_pos += 1
             reply.last_hidden = last[i : i + 1, -1:]
             self._take_code(reply, out.logits[i, -1])

@@ -1,4 +1,3 @@
-import shutil
 import time
 
 import numpy as np
@@ -32,7 +31,6 @@ def test_pairs_and_clear_errors():
         make_policy("translate", {"source_lang": "es", "target_lang": "en"})
 
 
-@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
 def test_spanish_voice():
     audio = next(EspeakVoice("es").stream("Buenos días"))
     assert audio.dtype == np.float32 and 0.3 * 24_000 < audio.size < 3 * 24_000

@@ -49,18 +49,23 @@ def engine(tiny, **kw) -> QwenOmniEngine:
     return QwenOmniEngine(loaded=tiny, detector=EnergyDetector, **kw)
 
 
-async def test_in_car_tool_call_is_run_validated_and_not_spoken(tiny):
-    eng = engine(tiny, max_reply_s=2.0)
-    call = '<tool_call>{"name": "set_window", "arguments": {"window": "front", "position": 100}}</tool_call>'
+async def in_car_turn(tiny, call: str, said: str, max_reply_s: float) -> tuple[list, object]:
+    """One typed in-car turn whose Thinker writes `call`; returns the turn's events and the session."""
+    eng = engine(tiny, max_reply_s=max_reply_s)
     forced = tiny.tokenizer.encode(call, add_special_tokens=False)
     eng.streamer.thinker_processors = LogitsProcessorList([Say(forced, eng.streamer.eos)])
     session = await eng.open_session("in_car")
     try:
-        session.send_text("Open the front windows.")
-        first = await turn_events(session)
+        session.send_text(said)
+        return await turn_events(session), session
     finally:
         await session.close()
         await eng.close()
+
+
+async def test_in_car_tool_call_is_run_validated_and_not_spoken(tiny):
+    call = '<tool_call>{"name": "set_window", "arguments": {"window": "front", "position": 100}}</tool_call>'
+    first, session = await in_car_turn(tiny, call, "Open the front windows.", 2.0)
     tools = [e for e in first if isinstance(e, ToolCall)]
     assert [t.name for t in tools] == ["set_window"]
     assert tools[0].result["ok"] is True
@@ -74,19 +79,11 @@ async def test_in_car_tool_call_is_run_validated_and_not_spoken(tiny):
 
 
 async def test_an_invalid_tool_call_is_refused_and_changes_nothing(tiny):
-    eng = engine(tiny, max_reply_s=1.0)
+    from agent.profiles.car import Car
+
+    before = Car().state.snapshot()  # a new car, as the session's starts
     call = '<tool_call>{"name": "set_temperature", "arguments": {"zone": "all", "celsius": 90}}</tool_call>'
-    eng.streamer.thinker_processors = LogitsProcessorList(
-        [Say(tiny.tokenizer.encode(call, add_special_tokens=False), eng.streamer.eos)]
-    )
-    session = await eng.open_session("in_car")
-    before = session.profile.car.state.snapshot()
-    try:
-        session.send_text("Set it to ninety degrees.")
-        events = await turn_events(session)
-    finally:
-        await session.close()
-        await eng.close()
+    events, session = await in_car_turn(tiny, call, "Set it to ninety degrees.", 1.0)
     tool = next(e for e in events if isinstance(e, ToolCall))
     assert tool.result["ok"] is False and ("90" in tool.result["message"] or "30" in tool.result["message"])
     assert session.profile.car.state.snapshot() == before

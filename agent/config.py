@@ -77,7 +77,7 @@ class MediaConfig:
     # ends after this long; also the limit for the connection to come up.
     audio_timeout_s: float = 10.0
     max_video_pixels: int = 1920 * 1088  # larger frames end the session with an error
-    turn_deadline_s: float = 30.0  # an engine that has not finished a turn by then is stopped
+    turn_deadline_s: float = 30.0  # an engine silent this long inside a turn is stopped (a hang, not a long reply)
 
 
 @dataclass

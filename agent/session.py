@@ -59,6 +59,7 @@ class ThinkerTalkerSession:
         self._assistant_text = ""
         self.turn_deadline_s = cfg.turn_deadline_s
         self._deadline: asyncio.TimerHandle | None = None
+        self._last_event = 0.0  # when the engine last sent anything: the deadline counts its silence
         self._events: asyncio.Task[None] | None = None
         self._restart = False
 
@@ -107,7 +108,7 @@ class ThinkerTalkerSession:
 
     async def _event_loop(self) -> None:
         async for ev in self.engine.events():
-            now = self.clock()
+            now = self._last_event = self.clock()
             if isinstance(ev, SpeechFrame):
                 if not self.live_output:
                     ahead = self.framer.backlog_ms - self.lead_ms
@@ -158,7 +159,12 @@ class ThinkerTalkerSession:
             self._deadline = None
 
     def _turn_overdue(self) -> None:
-        """The engine hung on this turn: stop it, say so, and listen again."""
+        """The engine hung on this turn (sent nothing for the whole deadline): stop it, say so, listen again.
+        A long reply that keeps streaming is not hung: the deadline moves on to its last event."""
+        silent = self.clock() - self._last_event
+        if silent < self.turn_deadline_s:
+            self._deadline = asyncio.get_running_loop().call_later(self.turn_deadline_s - silent, self._turn_overdue)
+            return
         self._deadline = None
         log.warning("engine gave no complete answer within %.0f s; turn cancelled", self.turn_deadline_s)
         self.engine.interrupt()

@@ -59,6 +59,23 @@ async def test_hung_engine_turn_is_cut_at_the_deadline_and_the_session_goes_on()
         await server.close()
 
 
+async def test_a_reply_longer_than_the_deadline_is_not_cut():
+    """The deadline is for a hung engine: a reply that keeps streaming (2.5 s echoed, 1 s deadline) plays out."""
+    cfg = make_config("echo", "turn")
+    cfg.engine.end_silence_ms = 320
+    cfg.media.turn_deadline_s = 1.0
+    async with running(cfg) as server:
+        client = AgentClient(ws_url(server))
+        await client.connect()
+        await asyncio.sleep(0.5)
+        t = np.arange(int(2.5 * RATE)) / RATE
+        client.mic.play((0.4 * np.sin(2 * np.pi * 300 * t)).astype(np.float32))
+        metrics = await client.wait_for(lambda m: m["type"] == "metrics", 15)
+        await client.close()
+    assert metrics["interrupted"] is False
+    assert not any(m["type"] == "error" for m in client.messages)
+
+
 async def test_engine_session_that_cannot_open_fails_only_that_session():
     async with running(make_config("cascade")) as server:
         healthy = AgentClient(ws_url(server), profile="in_car")

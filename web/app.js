@@ -196,8 +196,8 @@ function onMessage(ev) {
       pc.setRemoteDescription({ type: "answer", sdp: msg.sdp }).catch((e) => showError(`Could not connect: ${e}`));
       break;
     case "state":
+      // the reply is awaited until it is heard: "listening" can come before the page plays the last of it
       if (msg.state === "thinking") awaitingReply = true;
-      if (msg.state === "listening") awaitingReply = false;
       setState(msg.state);
       break;
     case "transcript":

@@ -10,7 +10,7 @@ from websockets.asyncio.client import connect
 
 from agent.access import origin_ok, self_signed, token_ok
 from agent.client import AgentClient
-from tests.agent.conftest import make_config, running, ws_url
+from tests.support import make_config, running, ws_url
 
 
 def test_token_and_origin_rules():

@@ -3,7 +3,6 @@
 import asyncio
 import json
 
-import numpy as np
 import pytest
 from aiortc import RTCPeerConnection
 from websockets.asyncio.client import connect
@@ -11,9 +10,7 @@ from websockets.exceptions import ConnectionClosed
 
 from agent.client import AgentClient, CameraTrack
 from agent.ice import rtc_configuration
-from tests.agent.conftest import make_config, running, ws_url
-
-CLICK = (0.8 * np.sin(np.arange(480) * 2 * np.pi * 1000 / 48_000)).astype(np.float32)
+from tests.support import healthy_round_trip, make_config, media_flowing, running, wait_until, ws_url
 
 
 async def recv_json(ws, timeout=5.0):
@@ -30,13 +27,6 @@ async def closed(ws, timeout=5.0):
         return False
 
 
-async def healthy_round_trip(client):
-    ident = client.mic.play(CLICK)
-    await asyncio.sleep(0.5)
-    t0 = client.mic.sent_at[ident]
-    return client.received.first_loud_after(t0)
-
-
 async def video_only_offer():
     pc = RTCPeerConnection(rtc_configuration([]))
     pc.addTrack(CameraTrack(size=(64, 48)))
@@ -51,7 +41,7 @@ async def server_and_healthy():
     async with running(make_config("echo", "stream", max_sessions=3)) as server:
         healthy = AgentClient(ws_url(server))
         await healthy.connect()
-        await asyncio.sleep(0.8)
+        await media_flowing(healthy)
         assert await healthy_round_trip(healthy) is not None
         yield server, healthy
         assert await healthy_round_trip(healthy) is not None, "the healthy session lost its audio"
@@ -121,12 +111,7 @@ async def test_second_offer_on_live_session_and_busy(server_and_healthy):
         await fourth.connect()
     await fourth.close()
     # the second session is still alive after its bad offer
-    await asyncio.sleep(0.5)
     assert await healthy_round_trip(second) is not None
     await second.close()
     await third.close()
-    for _ in range(20):
-        if len(server.sessions) == 1:
-            break
-        await asyncio.sleep(0.05)
-    assert len(server.sessions) == 1
+    assert await wait_until(lambda: len(server.sessions) == 1, 10)

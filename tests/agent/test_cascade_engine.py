@@ -10,8 +10,7 @@ import pytest
 
 from agent.client import AgentClient, CameraTrack
 from agent.engines.cascade.models import load_models
-from tests.agent.cascade_helpers import ask, spoken, to_16k, wer
-from tests.agent.conftest import make_config, running, ws_url
+from tests.support import ask, make_config, media_flowing, quiet_again, running, spoken, to_16k, wait_until, wer, ws_url
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +22,7 @@ async def test_spoken_question_gets_spoken_answer(models, tmp_path):
     async with running(make_config("cascade")) as server:
         client = AgentClient(ws_url(server))
         await client.connect()
-        await asyncio.sleep(0.5)
+        await media_flowing(client)
         turn = await ask(client, spoken("What time is it?", tmp_path))
         await client.close()
     print(f"user heard: {turn['user']!r}; reply: {turn['reply']!r}; figures: {turn['metrics']}")
@@ -41,14 +40,15 @@ async def test_barge_in_stops_speech_and_next_turn_is_answered(models, tmp_path)
     async with running(make_config("cascade")) as server:
         client = AgentClient(ws_url(server))
         await client.connect()
-        await asyncio.sleep(0.5)
+        await media_flowing(client)
         start = len(client.messages)
         client.mic.play(spoken("What can you do?", tmp_path))
-        await client.wait_for(lambda m: m.get("state") == "speaking", 20, start)
-        await asyncio.sleep(1.5)  # well inside the ~8 s answer
-        turn = await ask(client, spoken("What time is it?", tmp_path))
-        await client.wait_for(lambda m: m["type"] == "metrics" and not m["interrupted"], 10, start)
+        await client.wait_for(lambda m: m.get("state") == "speaking", 30, start)
         session = next(iter(server.sessions.values())).peer.session
+        # barge in while speech is queued (well inside the ~8 s answer)
+        assert await wait_until(lambda: session.framer.backlog_ms > 0, 20), "no speech was ever queued"
+        turn = await ask(client, spoken("What time is it?", tmp_path))
+        await client.wait_for(lambda m: m["type"] == "metrics" and not m["interrupted"], 30, start)
         flushed = session.framer.stats.flushed_samples
         await client.close()
     msgs = client.messages[start:]
@@ -104,7 +104,11 @@ async def test_camera_sessions_answer_in_parallel_and_slow_turn_keeps_others_flo
             await c.connect()
         slow_session = server.sessions[slow.answer["session"]].peer.engine_session
         slow_session.policy = SlowPolicy(slow_session.policy)
-        await asyncio.sleep(1.5)  # the camera frames reach the aligner
+        for c in (face, empty, blind, slow):
+            await media_flowing(c)
+        for c in (face, empty):  # the camera frames reach the aligner
+            aligner = server.sessions[c.answer["session"]].peer.aligner
+            assert await wait_until(lambda a=aligner: a.stats.video_sampled >= 3, 20), "no camera frames arrived"
         slow_turn = asyncio.create_task(ask(slow, spoken("What time is it?", tmp_path)))
         await asyncio.sleep(0.3)
         turns = await asyncio.gather(ask(face, question), ask(empty, question), ask(blind, question))
@@ -128,12 +132,13 @@ async def test_partial_transcripts_while_speaking_and_typed_text(models, tmp_pat
     async with running(make_config("cascade")) as server:
         client = AgentClient(ws_url(server))
         await client.connect()
-        await asyncio.sleep(0.5)
+        await media_flowing(client)
         turn = await ask(client, long_question)
         start = len(client.messages)
         frames_at_send = len(client.received.frames)
         await client.send({"type": "text", "text": "what did I say"})
-        typed = await client.wait_for(lambda m: m["type"] == "metrics", 15, start)
+        typed = await client.wait_for(lambda m: m["type"] == "metrics", 30, start)
+        await quiet_again(client, frames_at_send)
         typed_audio = np.concatenate(client.received.frames[frames_at_send:])
         await client.close()
     partials = [m for m in turn["messages"] if m["type"] == "transcript" and m["role"] == "user" and not m["final"]]

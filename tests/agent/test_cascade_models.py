@@ -5,7 +5,7 @@ import pytest
 import skimage.data
 
 from agent.engines.cascade.models import SileroDetector, load_models
-from tests.agent.cascade_helpers import spoken, wer
+from tests.support import spoken, wer
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,7 @@
-import asyncio
-
 import numpy as np
 
 from agent.client import RATE, AgentClient, CameraTrack
-from tests.agent.conftest import make_config, running, ws_url
+from tests.support import make_config, media_flowing, quiet_again, round_trip, running, ws_url
 
 
 def click(ms=10, amp=0.8):
@@ -16,21 +14,20 @@ async def test_echo_stream_click_round_trip_and_continuity():
         client = AgentClient(ws_url(server), video=CameraTrack(fps=10, size=(320, 240)))
         answer = await client.connect()
         assert answer["engine"] == "echo" and answer["profile"] == "default"
-        await asyncio.sleep(1.0)  # let ICE/DTLS settle and the pipeline fill
+        await media_flowing(client)
         rtts = []
         for _ in range(5):
-            ident = client.mic.play(click())
-            await asyncio.sleep(0.6)
-            t0 = client.mic.sent_at[ident]
-            t1 = client.received.first_loud_after(t0)
-            assert t1 is not None, "the click did not come back"
-            rtts.append(t1 - t0)
+            rtt = await round_trip(client, click())
+            assert rtt is not None, "the click did not come back"
+            rtts.append(rtt)
+            await quiet_again(client, len(client.received.frames) - 10)
         peer = next(iter(server.sessions.values())).peer
         stats = peer.aligner.stats
         await client.close()
     median = float(np.median(rtts))
     print(f"echo click round trip: median {median * 1000:.0f} ms, all {[round(r * 1000) for r in rtts]}")
-    assert 0.02 < median < 0.4  # generous: 2 shared cores, client and server in one process
+    # typically ~0.1 s; 5x that as the bound: 2 shared cores, client and server in one process
+    assert 0.02 < median < 0.5
     # continuity: the returned stream has one 20 ms frame per 20 ms, without gaps
     times = np.array(client.received.times)
     assert times.size > 100
@@ -43,7 +40,7 @@ async def test_speech_comes_back_correlated():
     async with running(make_config("echo", "stream")) as server:
         client = AgentClient(ws_url(server))
         await client.connect()
-        await asyncio.sleep(0.8)
+        await media_flowing(client)
         rng = np.random.default_rng(7)
         t = np.arange(RATE) / RATE
         # a "voice": a chirp with an envelope, so the correlation has one clear peak
@@ -53,12 +50,15 @@ async def test_speech_comes_back_correlated():
         sent += 0.01 * rng.standard_normal(sent.size).astype(np.float32)
         start_index = len(client.received.frames)
         client.mic.play(sent)
-        await asyncio.sleep(1.8)
+        await quiet_again(client, start_index)
         await client.close()
     got = np.concatenate(client.received.frames[start_index:])
-    peak, lag = normalised_xcorr(got, sent[: RATE // 2])
-    print(f"returned audio: normalised correlation {peak:.2f} at {lag / RATE * 1000:.0f} ms")
-    assert peak > 0.8
+    # each quarter second of the voice separately: a busy machine may make the server drop a late tick
+    # (counted, by design: live output never lags), which would blur one long template's peak
+    quarter = RATE // 4
+    peaks = [normalised_xcorr(got, sent[i : i + quarter]) for i in range(0, sent.size, quarter)]
+    print("returned audio: normalised correlation per quarter second:", [(round(p, 2), lag) for p, lag in peaks])
+    assert sum(p > 0.8 for p, _ in peaks) >= 3
 
 
 def normalised_xcorr(signal, template):

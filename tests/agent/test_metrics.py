@@ -7,7 +7,7 @@ import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.client import RATE, AgentClient, CameraTrack
-from tests.agent.conftest import make_config, running, ws_url
+from tests.support import make_config, media_flowing, running, ws_url
 
 
 def scrape(server) -> dict[tuple[str, tuple], float]:
@@ -17,6 +17,17 @@ def scrape(server) -> dict[tuple[str, tuple], float]:
         for s in family.samples:
             out[(s.name, tuple(sorted(s.labels.items())))] = s.value
     return out
+
+
+async def scrape_until(server, pred, timeout: float = 10.0) -> dict[tuple[str, tuple], float]:
+    """Scrape until `pred` holds (the server counts asynchronously); the last scrape either way."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while True:
+        got = await asyncio.to_thread(scrape, server)
+        if pred(got) or loop.time() > end:
+            return got
+        await asyncio.sleep(0.1)
 
 
 def tone(seconds=0.6):
@@ -30,16 +41,15 @@ async def test_metrics_move_with_a_real_session():
         assert before[("omni_sessions_live", ())] == 0
         client = AgentClient(ws_url(server), video=CameraTrack(fps=10, size=(160, 120)))
         await client.connect()
-        await asyncio.sleep(0.5)
+        await media_flowing(client)
         start = len(client.messages)
         client.mic.play(tone())
         await client.wait_for(lambda m: m["type"] == "metrics", 10, start)
         await client.send({"type": "client_metrics", "voice_to_voice_ms": 640})
-        await asyncio.sleep(0.3)
-        during = await asyncio.to_thread(scrape, server)
+        voice = ("omni_turn_latency_seconds_count", (("stage", "voice_to_voice"),))
+        during = await scrape_until(server, lambda m: m.get(voice) == 1)
         await client.close()
-        await asyncio.sleep(0.3)
-        after = await asyncio.to_thread(scrape, server)
+        after = await scrape_until(server, lambda m: m[("omni_sessions_live", ())] == 0)
     assert during[("omni_sessions_live", ())] == 1
     assert during[("omni_sessions_total", ())] == before[("omni_sessions_total", ())] + 1
     assert during[("omni_output_frames_total", ())] > 50

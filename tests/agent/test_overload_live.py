@@ -5,35 +5,9 @@ import asyncio
 import numpy as np
 import pytest
 
-from agent.client import RATE, AgentClient, CameraTrack
-from agent.engines.base import SpeechFrame
-from agent.engines.echo import EchoEngine
+from agent.client import AgentClient, CameraTrack
 from agent.server import AgentServer
-from tests.agent.conftest import make_config, ws_url
-
-
-class SlowEcho(EchoEngine):
-    """Echo (turn mode) that waits `delay` seconds before each reply's first frame."""
-
-    delay = 0.0
-
-    async def open_session(self, profile, options=None):
-        session = await super().open_session(profile, options)
-        events, engine = session.events, self
-
-        async def slow():
-            async for ev in events():
-                if isinstance(ev, SpeechFrame) and ev.index == 0 and engine.delay:
-                    await asyncio.sleep(engine.delay)
-                yield ev
-
-        session.events = slow
-        return session
-
-
-def burst():
-    t = np.arange(int(0.5 * RATE)) / RATE
-    return (0.4 * np.sin(2 * np.pi * 300 * t)).astype(np.float32)
+from tests.support import SlowEcho, burst, make_config, wait_until, ws_url
 
 
 async def talk(client, stop):
@@ -44,11 +18,7 @@ async def talk(client, stop):
 
 
 async def wait_level(server, level, timeout):
-    for _ in range(int(timeout / 0.05)):
-        if server.overload.level == level:
-            return True
-        await asyncio.sleep(0.05)
-    return False
+    return await wait_until(lambda: server.overload.level == level, timeout)
 
 
 async def test_sheds_video_then_text_only_then_refuses_then_recovers():
@@ -70,11 +40,10 @@ async def test_sheds_video_then_text_only_then_refuses_then_recovers():
         assert await wait_level(server, 1, 15), "video was not shed"
         assert session.queue.shed_video
         shed_before = session.queue.video_shed
-        await asyncio.sleep(0.5)
-        assert session.queue.video_shed > shed_before  # video really is dropped now
-        assert await wait_level(server, 2, 5), "did not go text-only"
+        assert await wait_until(lambda: session.queue.video_shed > shed_before, 10)  # video really is dropped now
+        assert await wait_level(server, 2, 10), "did not go text-only"
         assert server.sessions[client.answer["session"]].peer.engine_session.text_only
-        assert await wait_level(server, 3, 5), "did not start refusing"
+        assert await wait_level(server, 3, 10), "did not start refusing"
         refused = AgentClient(ws_url(server))
         with pytest.raises(RuntimeError, match="overloaded"):
             await refused.connect()

@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from agent.client import RATE, AgentClient
+from tests.support import media_flowing
 
 
 def burst():
@@ -51,7 +52,7 @@ async def test_sigterm_with_live_sessions(tmp_path):
     clients = [AgentClient(url), AgentClient(url)]
     for c in clients:
         await c.connect()
-    await asyncio.sleep(0.5)
+        await media_flowing(c)
     for turn in (1, 2):
         for c in clients:
             c.mic.play(burst())
@@ -60,15 +61,16 @@ async def test_sigterm_with_live_sessions(tmp_path):
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     for c in clients:
-        notice = await c.wait_for(lambda m: m["type"] == "error", 5)
+        notice = await c.wait_for(lambda m: m["type"] == "error", 10)
         assert notice["code"] == "busy" and "shutting down" in notice["message"]
     await clients[0].close()  # one leaves when told; the other stays until the grace runs out
-    while proc.poll() is None and time.monotonic() - t0 < 6:
+    while proc.poll() is None and time.monotonic() - t0 < 20:
         await asyncio.sleep(0.05)
     took = time.monotonic() - t0
     output = proc.stdout.read()
     assert proc.returncode == 0, output
-    assert took < 2.0 + 1.5, f"shutdown took {took:.1f} s"
+    # it waited for the grace (2 s) and then exited, not hung: 5x the typical time as the bound
+    assert 1.9 < took < 5 * 2.0, f"shutdown took {took:.1f} s"
     await clients[1].close(bye=False)
     files = sorted(transcripts.glob("*.jsonl"))
     assert len(files) == 2

@@ -13,12 +13,26 @@ from agent.workers import free_port
 
 
 def scrape(port):
-    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    try:
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    except OSError:
+        return {}  # not listening yet
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for f in text_string_to_metric_families(body)
         for s in f.samples
     }
+
+
+async def scrape_until(port, pred, timeout=30.0):
+    """Scrape until `pred` holds (each worker writes its figures once a second); the last scrape either way."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while True:
+        got = await asyncio.to_thread(scrape, port)
+        if pred(got) or loop.time() > end:
+            return got
+        await asyncio.sleep(0.2)
 
 
 async def test_two_workers_share_the_port_and_the_metrics():
@@ -47,13 +61,8 @@ async def test_two_workers_share_the_port_and_the_metrics():
         text=True,
     )
     try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1)
-                break
-            except OSError:
-                await asyncio.sleep(0.1)
-        await asyncio.sleep(1.0)  # both workers listening
+        m = await scrape_until(port, lambda m: m.get(("omni_workers", ())) == 2)
+        assert m.get(("omni_workers", ())) == 2, "the two workers did not both come up"
         clients, workers = [], set()
         for _ in range(12):
             c = AgentClient(f"ws://127.0.0.1:{port}/ws")
@@ -63,7 +72,7 @@ async def test_two_workers_share_the_port_and_the_metrics():
             if len(workers) == 2 and len(clients) >= 4:
                 break
         assert len(workers) == 2, "every session landed on one worker"
-        await asyncio.sleep(2.5)  # each worker writes its metrics every second
+        await scrape_until(port, lambda m: m.get(("omni_sessions_live", ())) == len(clients))
         for _ in range(10):
             m = await asyncio.to_thread(scrape, port)
             assert m[("omni_workers", ())] == 2

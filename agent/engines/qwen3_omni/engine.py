@@ -39,7 +39,7 @@ from agent.engines.qwen3_omni.profiles import (
 )
 from agent.engines.qwen3_omni.prompt import Prompter, join
 from agent.engines.qwen3_omni.scheduler import Job, Out, Scheduler, SchedulerStats
-from agent.engines.qwen3_omni.stream import C2W_CONTEXT, Conversation, OmniStreamer, Reply, TurnInput
+from agent.engines.qwen3_omni.stream import Conversation, OmniStreamer, Reply, TurnInput
 from media.aligner import AlignedChunk
 from media.endpoint import EndpointConfig, Endpointer, EndpointEvent, RecentFrames, Utterance
 
@@ -105,12 +105,12 @@ class QwenOmniEngine:
         self._thread.start()
 
     def _warm_up(self) -> None:
-        """One short turn through every stage (audio, image, text, all Code2Wav window sizes) before the first
+        """One short turn through every stage (audio, image, text, both phases of the Code2Wav stream) before the first
         user: kernels and allocator are set up here, not inside someone's first reply."""
         t0 = time.perf_counter()
         image = np.full((64, 64, 3), 128, np.uint8)
         turn = self.prompter.turn(audio=np.zeros(16_000, np.float32), images=[image], text="Hello.", system="Hi.")
-        self.scheduler.submit("warm-up", Reply(Conversation(), True, 8, C2W_CONTEXT + 2), turn)
+        self.scheduler.submit("warm-up", Reply(Conversation(), True, 8, 4), turn)
         while self.scheduler.has_work():
             for out in self.scheduler.step():
                 if out.kind == "error":

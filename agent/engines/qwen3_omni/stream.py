@@ -11,11 +11,11 @@ advances one step at a time so that speech exists from the first codec frame:
   1-15 of the previous frame, and the sum of that frame's code embeddings plus
   the next text token's projection is the next input.
 - Code2Wav: its transformer runs one frame at a time on a sliding-window
-  cache; the causal conv stack re-runs over the last `C2W_CONTEXT` frames and
-  the newest 1920 samples are final (1365 for the first frame).
+  cache, and its conv stack streams (`code2wav.py`): every layer keeps its
+  left context, so each frame yields 1920 new final samples (1365 the first).
 
 Greedy decoding reproduces `generate(..., do_sample=False)` token for token
-and code for code (tests/agent/engines/test_qwen3_omni_stream.py). Every
+and code for code (tests/agent/engines/qwen3_omni/test_stream.py). Every
 function takes a list of `Reply` objects, one per session, and runs them as
 one batch: decode steps of sessions with different cache lengths are
 left-padded into one temporary cache and masked.
@@ -36,8 +36,16 @@ from transformers.generation.logits_process import (
     SuppressTokensLogitsProcessor,
 )
 
-C2W_CONTEXT = 16  # frames of left context re-run through the conv stack; its receptive field is ~12
-FIRST_FRAME_SAMPLES = 1365  # the transposed convs trim 555 samples at the right edge of a stream
+from agent.engines.qwen3_omni.code2wav import State, StreamingConvStack, split_state, stack_states
+from agent.engines.qwen3_omni.mtp import ResidualPredictor
+
+
+def first_frame_samples(code2wav_config: Any) -> int:
+    """Samples of a stream's first frame: each decoder block's transposed conv holds back one input, r samples
+    at its rate (1365 for the published config: 1920 less 8*60 + 5*12 + 4*3 + 3)."""
+    rates = list(code2wav_config.upsample_rates)
+    frame = int(np.prod(rates + list(code2wav_config.upsampling_ratios)))
+    return frame - sum(r * int(np.prod(rates[i + 1 :])) for i, r in enumerate(rates))
 
 
 @dataclass
@@ -92,7 +100,7 @@ class Reply:
     # Code2Wav
     frames: list[torch.Tensor] = field(default_factory=list)  # [16] codes per finished frame
     c2w_cache: DynamicCache | None = None
-    c2w_hidden: list[torch.Tensor] = field(default_factory=list)  # last C2W_CONTEXT transformer outputs
+    c2w_state: State = field(default_factory=dict)  # the streaming conv stack's left contexts
     decoded: int = 0  # frames turned into samples
     cancelled: bool = False
 
@@ -180,6 +188,8 @@ class OmniStreamer:
                 proj = self.talker.text_projection(self.thinker.get_input_embeddings()(special))
             self.tts_bos, self.tts_eos, self.tts_pad = proj.chunk(3, dim=1)  # each [1, 1, d]
             self.upsample = int(self.code2wav.total_upsample)
+            self.conv_stack = StreamingConvStack(self.code2wav)
+            self.mtp = ResidualPredictor(self.talker)
 
     # ---------------------------------------------------------------- Thinker
 
@@ -371,22 +381,9 @@ class OmniStreamer:
             reply.speech_done = True  # generate() stops here too: the last code0 never gets its residuals
             reply.code0.pop()
 
-    @torch.no_grad()
-    def predict_residuals(self, hidden: torch.Tensor, code0: torch.Tensor) -> torch.Tensor:
+    def predict_residuals(self, hidden: torch.Tensor, code0: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The MTP: codebooks 1-15 for a batch of frames; returns [B, 16] codes and their summed embedding."""
-        predictor = self.talker.code_predictor
-        first = self.talker.get_input_embeddings()(code0[:, None])  # [B, 1, d]
-        cache = DynamicCache(config=predictor.config)
-        embeds = torch.cat([hidden, first], dim=1)
-        codes, total = [code0], first[:, 0].clone()
-        for step in range(self.config.talker_config.num_code_groups - 1):
-            out = predictor.model(inputs_embeds=embeds, cache=cache, use_cache=True)
-            logits = predictor.lm_head[step](out.last_hidden_state[:, -1])
-            code = torch.argmax(logits, dim=-1)
-            codes.append(code)
-            embeds = predictor.get_input_embeddings()[step](code[:, None])
-            total = total + embeds[:, 0]
-        return torch.stack(codes, dim=1), total
+        return self.mtp(hidden, code0)
 
     @torch.no_grad()
     def talker_step(self, replies: list[Reply]) -> None:
@@ -423,37 +420,29 @@ class OmniStreamer:
 
     @torch.no_grad()
     def decode_frames(self, replies: list[Reply]) -> list[np.ndarray]:
-        """The next codec frame of each reply as its final samples (1365 for a stream's first, then 1920)."""
+        """The next codec frame of each reply as its final samples (`first_frame_samples` for a stream's first,
+        then 1920)."""
         c2w = self.code2wav
-        windows = []
+        hidden = []
         for reply in replies:
             if reply.c2w_cache is None:
                 reply.c2w_cache = DynamicCache(config=c2w.config)
             codes = reply.frames[reply.decoded].view(1, -1, 1)
-            hidden = c2w.code_embedding(codes + c2w.code_offset).mean(1)
+            embeds = c2w.code_embedding(codes + c2w.code_offset).mean(1)
             pos = torch.tensor([[reply.decoded]], device=self.device)
-            out = c2w.pre_transformer(inputs_embeds=hidden, position_ids=pos, cache=reply.c2w_cache, use_cache=True)
-            reply.c2w_hidden.append(out.last_hidden_state)
-            del reply.c2w_hidden[:-C2W_CONTEXT]
-            windows.append(torch.cat(reply.c2w_hidden, dim=1))
+            out = c2w.pre_transformer(inputs_embeds=embeds, position_ids=pos, cache=reply.c2w_cache, use_cache=True)
+            hidden.append(out.last_hidden_state)
         results: list[np.ndarray | None] = [None] * len(replies)
-        by_len: dict[int, list[int]] = {}
-        for i, w in enumerate(windows):
-            by_len.setdefault(w.shape[1], []).append(i)
-        for idx in by_len.values():
-            wav = self._conv_stack(torch.cat([windows[i] for i in idx]))
-            for row, i in enumerate(idx):
-                n = FIRST_FRAME_SAMPLES if replies[i].decoded == 0 else self.upsample
-                results[i] = wav[row, 0, -n:].float().cpu().numpy()
+        # a stream's first frame has no context yet (other shapes): the two phases batch apart
+        for first in (True, False):
+            idx = [i for i, r in enumerate(replies) if (r.decoded == 0) == first]
+            if not idx:
+                continue
+            state = stack_states([replies[i].c2w_state for i in idx])
+            wav = self.conv_stack.step(torch.cat([hidden[i] for i in idx]), state).float().cpu().numpy()
+            for i, row_state, row in zip(idx, split_state(state, len(idx)), wav, strict=True):
+                replies[i].c2w_state = row_state
+                results[i] = row
         for reply in replies:
             reply.decoded += 1
         return results  # type: ignore[return-value]
-
-    def _conv_stack(self, hidden: torch.Tensor) -> torch.Tensor:
-        hidden = hidden.permute(0, 2, 1)
-        for blocks in self.code2wav.upsample:
-            for block in blocks:
-                hidden = block(hidden)
-        for block in self.code2wav.decoder:
-            hidden = block(hidden)
-        return hidden.clamp(min=-1, max=1)

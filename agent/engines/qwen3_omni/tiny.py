@@ -62,14 +62,17 @@ def build_tokenizer(folder: Path):
     return fast
 
 
-def tiny_config_dict(ids: dict[str, int]) -> dict:
-    """The published config's structure with every size cut down."""
+def tiny_config_dict(ids: dict[str, int], fast: bool = False) -> dict:
+    """The published config's structure with every size cut down. `fast` cuts what sets the per-frame cost
+    (one layer per transformer, 4 codebooks instead of 16, two decoder blocks instead of four, same 1920
+    samples a frame) for tests that judge real-time behaviour on a slow CPU."""
+    layers, code_groups = (1, 4) if fast else (2, 16)
     text = {
         "vocab_size": TEXT_VOCAB,
         "hidden_size": 64,
         "intermediate_size": 64,
         "moe_intermediate_size": 32,
-        "num_hidden_layers": 2,
+        "num_hidden_layers": layers,
         "num_attention_heads": 4,
         "num_key_value_heads": 2,
         "head_dim": 16,
@@ -126,7 +129,7 @@ def tiny_config_dict(ids: dict[str, int]) -> dict:
         "intermediate_size": 64,
         "moe_intermediate_size": 32,
         "shared_expert_intermediate_size": 32,
-        "num_hidden_layers": 2,
+        "num_hidden_layers": layers,
         "num_attention_heads": 4,
         "num_key_value_heads": 2,
         "head_dim": 8,
@@ -146,11 +149,11 @@ def tiny_config_dict(ids: dict[str, int]) -> dict:
         "vocab_size": 64,
         "hidden_size": 32,
         "intermediate_size": 64,
-        "num_hidden_layers": 2,
+        "num_hidden_layers": layers,
         "num_attention_heads": 4,
         "num_key_value_heads": 2,
         "head_dim": 8,
-        "num_code_groups": 16,
+        "num_code_groups": code_groups,
         "max_position_embeddings": 64,
         "rope_parameters": {"rope_type": "default", "rope_theta": 1000000},
     }
@@ -191,7 +194,7 @@ def tiny_config_dict(ids: dict[str, int]) -> dict:
             **mm,
             "accept_hidden_layer": 1,
             "thinker_hidden_size": 64,
-            "num_code_groups": 16,
+            "num_code_groups": code_groups,
             "spatial_merge_size": 2,
             "text_config": talker_text,
             "code_predictor_config": predictor,
@@ -206,16 +209,16 @@ def tiny_config_dict(ids: dict[str, int]) -> dict:
         },
         "code2wav_config": {
             "codebook_size": 64,
-            "num_quantizers": 16,
+            "num_quantizers": code_groups,
             "hidden_size": 32,
             "intermediate_size": 64,
-            "num_hidden_layers": 2,
+            "num_hidden_layers": layers,
             "num_attention_heads": 4,
             "num_key_value_heads": 4,
             "decoder_dim": 32,
             "sliding_window": 72,
-            "upsample_rates": [8, 5, 4, 3],
-            "upsampling_ratios": [2, 2],
+            "upsample_rates": [16, 30] if fast else [8, 5, 4, 3],
+            "upsampling_ratios": [4] if fast else [2, 2],
             "layer_scale_initial_scale": 0.01,
             "max_position_embeddings": 8000,
             "rope_parameters": {"rope_type": "default", "rope_theta": 10000},
@@ -246,8 +249,9 @@ def init_random(model, seed: int) -> None:
         talker.model.codec_embedding.weight.mul_(10)
 
 
-def build_tiny_model(folder: str | Path, seed: int = 0) -> Path:
-    """Write a complete tiny model folder; returns it."""
+def build_tiny_model(folder: str | Path, seed: int = 0, fast: bool = False) -> Path:
+    """Write a complete tiny model folder; returns it. By default the frame layout is the published one (16
+    codebooks, four decoder blocks); `fast` speaks several times faster than real time even on a slow CPU."""
     import torch
     from transformers import Qwen3OmniMoeConfig, Qwen3OmniMoeForConditionalGeneration, WhisperFeatureExtractor
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
@@ -256,7 +260,7 @@ def build_tiny_model(folder: str | Path, seed: int = 0) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     tok = build_tokenizer(folder)
     ids = {t: tok.convert_tokens_to_ids(t) for t in SPECIAL + ROLES}
-    config = Qwen3OmniMoeConfig(**tiny_config_dict(ids))
+    config = Qwen3OmniMoeConfig(**tiny_config_dict(ids, fast))
     torch.manual_seed(seed)
     model = Qwen3OmniMoeForConditionalGeneration(config).eval()
     init_random(model, seed)
@@ -274,8 +278,10 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("path")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--fast", action="store_true", help="one layer, 4 codebooks, 2 decoder blocks")
     args = ap.parse_args(argv)
-    print(f"tiny Qwen3-Omni written to {build_tiny_model(args.path, args.seed)}")
+    folder = build_tiny_model(args.path, args.seed, args.fast)
+    print(f"tiny Qwen3-Omni written to {folder}")
 
 
 if __name__ == "__main__":

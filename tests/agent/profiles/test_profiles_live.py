@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import numpy as np
 import pytest
 
 from agent.client import RATE, AgentClient
 from agent.engines.cascade.models import load_models
-from tests.agent.cascade_helpers import ask, spoken, to_16k
-from tests.agent.conftest import make_config, running, ws_url
+from tests.support import ask, make_config, media_flowing, running, spoken, to_16k, wait_until, ws_url
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +25,7 @@ async def test_spoken_car_commands_change_the_car_and_say_so(models, tmp_path):
         await client.connect()
         initial = await client.wait_for(lambda m: m["type"] == "tool" and m["name"] == "get_vehicle_state")
         assert initial["result"]["state"]["windows"]["front_left"] == 0
-        await asyncio.sleep(0.5)
+        await media_flowing(client)
         turns = {}
         for said in (
             "Open the front window.",
@@ -77,15 +74,15 @@ async def test_english_paragraph_comes_back_as_spanish_while_still_talking(model
         client = AgentClient(ws_url(server), profile="translate")
         client.target_lang = "es"
         await client.connect()
-        await asyncio.sleep(0.5)
+        await media_flowing(client)
         start = len(client.messages)
         ident = client.mic.play(paragraph)
         await client.wait_for(
             lambda m: m["type"] == "transcript" and m["role"] == "assistant" and m["final"] and m.get("segment") == 4,
-            40,
+            60,
             start,
         )
-        await asyncio.sleep(0.5)
+        spoke = await wait_until(lambda: max(np.abs(f).max() for f in client.received.frames) > 0.05, 20)
         await client.close()
     msgs = client.messages[start:]
     times = client.message_times[start:]
@@ -102,4 +99,4 @@ async def test_english_paragraph_comes_back_as_spanish_while_still_talking(model
     speaking_until = client.mic.sent_at[ident] + paragraph.size / RATE
     assert targets[0][0] < speaking_until - 2.0 and targets[1][0] < speaking_until
     assert not any(m["type"] == "metrics" and m["interrupted"] for m in msgs)  # nobody was cut off
-    assert np.abs(np.concatenate(client.received.frames)).max() > 0.05  # the translations were spoken
+    assert spoke, "the translations were not spoken"

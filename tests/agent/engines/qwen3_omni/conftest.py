@@ -1,7 +1,17 @@
 import pytest
+import torch
 
 from agent.engines.qwen3_omni.loading import load
 from agent.engines.qwen3_omni.tiny import build_tiny_model
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_thread():
+    """The tiny models are dispatch-bound: a second intra-op thread only competes with the event loop's."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")
@@ -17,4 +27,12 @@ def tiny(tiny_folder):
 @pytest.fixture(scope="session")
 def tiny_seed1(tmp_path_factory):
     folder = build_tiny_model(tmp_path_factory.mktemp("tiny-qwen3-omni-1") / "model", seed=1)
+    return load(str(folder), device="cpu", progress=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_fast(tmp_path_factory):
+    """One layer, 4 codebooks, 2 decoder blocks: speech several times faster than real time on a slow CPU, for
+    the tests that judge real-time behaviour (each checks the margin first: `support.require_realtime_margin`)."""
+    folder = build_tiny_model(tmp_path_factory.mktemp("tiny-qwen3-omni-fast") / "model", seed=0, fast=True)
     return load(str(folder), device="cpu", progress=False)

@@ -7,7 +7,7 @@ import torch
 
 from agent.engines.qwen3_omni.scheduler import Scheduler
 from agent.engines.qwen3_omni.stream import Conversation, OmniStreamer, Reply
-from tests.agent.engines.qwen3_omni.helpers import noise, prompter
+from tests.support import noise, prompter
 
 SYSTEM = "You are a helpful assistant."
 

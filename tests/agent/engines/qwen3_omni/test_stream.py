@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
 
 from agent.engines.qwen3_omni.prompt import join
-from agent.engines.qwen3_omni.stream import FIRST_FRAME_SAMPLES, Conversation, OmniStreamer
-from tests.agent.engines.qwen3_omni.helpers import image, noise, prompter, reference, run_alone
+from agent.engines.qwen3_omni.stream import Conversation, OmniStreamer, first_frame_samples
+from tests.support import image, noise, prompter, reference, run_alone
 
 SYSTEM = "You are a helpful assistant."
 
@@ -26,26 +28,33 @@ def compare(loaded, turn, max_tokens=24, max_frames=48):
     reply, pcm = run_alone(streamer, turn, max_tokens, max_frames)
     assert reply.tokens == ref_tokens
     codes = torch.stack(reply.frames)
-    assert codes.shape == ref_codes.shape and codes.shape[1] == 16
+    assert codes.shape == ref_codes.shape and codes.shape[1] == model.config.talker_config.num_code_groups
     assert torch.equal(codes, ref_codes), "a codebook differs"
-    assert [len(p) for p in pcm] == [FIRST_FRAME_SAMPLES] + [1920] * (len(pcm) - 1)
+    assert [len(p) for p in pcm] == [first_frame_samples(model.config.code2wav_config)] + [1920] * (len(pcm) - 1)
     wav = np.concatenate(pcm)
     return wav, ref_wav, len(pcm)
 
 
 @pytest.fixture
-def float64_code2wav(tiny, tiny_seed1):
+def float64_code2wav(tiny, tiny_seed1, tiny_fast):
     """Code2Wav in float64 on both sides: float32 rounding through the tiny model's deep, unclipped conv stack
     reaches 1e-5 by itself, which would hide what this test is about (the algorithm)."""
-    for loaded in (tiny, tiny_seed1):
+    for loaded in (tiny, tiny_seed1, tiny_fast):
         loaded.model.code2wav.double()
     yield
-    for loaded in (tiny, tiny_seed1):
+    for loaded in (tiny, tiny_seed1, tiny_fast):
         loaded.model.code2wav.float()
 
 
+def test_first_frame_of_the_published_layout():
+    """Four decoder blocks (8, 5, 4, 3) hold back 555 samples of the first 1920; two (16, 30) hold back 510."""
+    published = SimpleNamespace(upsample_rates=[8, 5, 4, 3], upsampling_ratios=[2, 2])
+    assert first_frame_samples(published) == 1365
+    assert first_frame_samples(SimpleNamespace(upsample_rates=[16, 30], upsampling_ratios=[4])) == 1920 - 510
+
+
 @pytest.mark.parametrize("seconds,text", [(1.0, None), (2.7, "hello"), (6.3, "what is this?")])
-@pytest.mark.parametrize("which", ["tiny", "tiny_seed1"])
+@pytest.mark.parametrize("which", ["tiny", "tiny_seed1", "tiny_fast"])
 def test_streamed_equals_generate(request, which, seconds, text, float64_code2wav):
     loaded = request.getfixturevalue(which)
     turn = prompter(loaded).turn(audio=noise(seconds, int(seconds * 10)), text=text, system=SYSTEM)
@@ -55,7 +64,8 @@ def test_streamed_equals_generate(request, which, seconds, text, float64_code2wa
     assert frames >= 4
     assert err < 1e-5
     # every frame boundary too: each 80 ms slice matches on its own
-    edges = [0, FIRST_FRAME_SAMPLES] + [FIRST_FRAME_SAMPLES + 1920 * k for k in range(1, frames)]
+    first = first_frame_samples(loaded.model.config.code2wav_config)
+    edges = [0, first] + [first + 1920 * k for k in range(1, frames)]
     for a, b in zip(edges, edges[1:], strict=False):
         assert rel(wav[a:b], ref[a:b]) < 1e-5 or np.abs(ref[a:b]).max() < 1e-9
 

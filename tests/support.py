@@ -1,0 +1,350 @@
+"""What the tests share: servers, clients, spoken inputs, polling, and the Qwen3-Omni reference runs.
+
+Tests import helpers from here only, never from each other or from a conftest.
+Nothing here compares a time with a threshold: waiting is done by polling a
+condition until a generous deadline, so a slow or busy machine takes longer
+but judges the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import shutil
+import subprocess
+import time
+import wave
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agent.client import RATE, AgentClient
+from agent.config import Config
+from agent.engines.base import SpeechFrame
+from agent.engines.echo import EchoEngine
+from agent.server import AgentServer
+from media.pcm import StreamResampler
+
+# ---------------------------------------------------------------- servers and clients
+
+
+def make_config(engine: str = "echo", mode: str = "stream", **server: Any) -> Config:
+    cfg = Config()
+    cfg.engine.name = engine
+    cfg.engine.mode = mode
+    cfg.engine.end_silence_ms = 480
+    cfg.server.port = 0
+    cfg.ice.host_addresses = ["127.0.0.1"]
+    cfg.server.transcripts_dir = ""  # tests that want transcripts set a folder
+    for k, v in server.items():
+        setattr(cfg.server, k, v)
+    return cfg
+
+
+@contextlib.asynccontextmanager
+async def running(cfg: Config, engine: Any = None):
+    server = AgentServer(cfg, engine=engine)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.close()
+
+
+def ws_url(server: AgentServer) -> str:
+    return f"ws://127.0.0.1:{server.port}/ws"
+
+
+async def wait_until(pred: Callable[[], Any], timeout: float, every: float = 0.02) -> bool:
+    """Poll `pred` until it holds or `timeout` passes; returns its last value as a bool."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while loop.time() < end:
+        if pred():
+            return True
+        await asyncio.sleep(every)
+    return bool(pred())
+
+
+async def media_flowing(client: AgentClient, timeout: float = 20.0) -> None:
+    """Wait until the server's audio track reaches the client (ICE and DTLS are up), instead of a fixed sleep."""
+    if not await wait_until(lambda: len(client.received.frames) >= 5, timeout):
+        raise TimeoutError(f"no audio from the server within {timeout} s of connecting")
+
+
+async def round_trip(client: AgentClient, pcm: np.ndarray, timeout: float = 10.0) -> float | None:
+    """Play `pcm` and wait for a loud sample to come back; its arrival time, or None if none came in time."""
+    ident = client.mic.play(pcm)
+    found: list[float] = []
+
+    def back() -> bool:
+        t0 = client.mic.sent_at.get(ident)
+        if t0 is None:
+            return False
+        t1 = client.received.first_loud_after(t0)
+        if t1 is not None:
+            found.append(t1 - t0)
+        return t1 is not None
+
+    await wait_until(back, timeout)
+    return found[-1] if found else None
+
+
+CLICK = (0.8 * np.sin(np.arange(480) * 2 * np.pi * 1000 / RATE)).astype(np.float32)
+
+
+async def healthy_round_trip(client: AgentClient, timeout: float = 10.0) -> float | None:
+    """A 10 ms click through an echo session: its round trip, or None if it never came back."""
+    return await round_trip(client, CLICK, timeout)
+
+
+def session_tasks(session_id: str) -> list[asyncio.Task]:
+    return [t for t in asyncio.all_tasks() if t.get_name().startswith(session_id)]
+
+
+class SlowEcho(EchoEngine):
+    """Echo (turn mode) that waits `delay` seconds before each reply's first frame."""
+
+    delay = 0.0
+
+    async def open_session(self, profile, options=None):
+        session = await super().open_session(profile, options)
+        events, engine = session.events, self
+
+        async def slow():
+            async for ev in events():
+                if isinstance(ev, SpeechFrame) and ev.index == 0 and engine.delay:
+                    await asyncio.sleep(engine.delay)
+                yield ev
+
+        session.events = slow
+        return session
+
+
+def burst() -> np.ndarray:
+    t = np.arange(int(0.5 * RATE)) / RATE
+    return (0.4 * np.sin(2 * np.pi * 300 * t)).astype(np.float32)
+
+
+# ---------------------------------------------------------------- spoken inputs (espeak-ng, sox)
+
+
+def need(tool: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        raise RuntimeError(f"{tool} is not installed; scripts/setup.sh --test installs it")
+    return path
+
+
+def speech_wav(text: str, path: Path, rate: int = 48_000, pad_before: float = 0.5, pad_after: float = 2.0) -> Path:
+    """Speak `text` with espeak-ng into a mono WAV at `rate`, with silence around it."""
+    raw = path.with_suffix(".raw.wav")
+    subprocess.run([need("espeak-ng"), "-s", "150", "-w", str(raw), text], check=True, capture_output=True)
+    sox = [need("sox"), str(raw), "-r", str(rate), "-c", "1", "-b", "16", str(path)]
+    subprocess.run([*sox, "pad", str(pad_before), str(pad_after)], check=True, capture_output=True)
+    raw.unlink()
+    return path
+
+
+def read_wav(path: Path) -> tuple[np.ndarray, int]:
+    with wave.open(str(path)) as w:
+        data = np.frombuffer(w.readframes(w.getnframes()), np.int16).astype(np.float32) / 32768
+        return data.reshape(-1, w.getnchannels())[:, 0].copy(), w.getframerate()
+
+
+def loopback_only() -> bool:
+    """True inside a network namespace whose only interface is loopback."""
+    # /proc/net/dev follows the network namespace (/sys/class/net does not)
+    lines = Path("/proc/net/dev").read_text().splitlines()[2:]
+    return [ln.split(":", 1)[0].strip() for ln in lines] == ["lo"]
+
+
+def spoken(text: str, tmp: Path, rate: int = 48_000) -> np.ndarray:
+    name = re.sub(r"\W+", "_", text)[:40]
+    audio, sr = read_wav(speech_wav(text, tmp / f"{name}.wav", rate=rate, pad_before=0.2, pad_after=0.1))
+    assert sr == rate
+    return audio
+
+
+def words(text: str) -> list[str]:
+    return re.sub(r"[^a-z0-9' ]+", " ", text.lower()).split()
+
+
+def wer(ref: str, hyp: str) -> float:
+    r, h = words(ref), words(hyp)
+    d = np.arange(len(h) + 1)
+    for i, rw in enumerate(r, 1):
+        prev, d[0] = d.copy(), i
+        for j, hw in enumerate(h, 1):
+            d[j] = min(prev[j] + 1, d[j - 1] + 1, prev[j - 1] + (rw != hw))
+    return d[len(h)] / max(1, len(r))
+
+
+def to_16k(audio: np.ndarray, rate: int = 48_000) -> np.ndarray:
+    rs = StreamResampler(rate, 16_000, quality="HQ")
+    return np.concatenate([rs.process(audio.astype(np.float32)), rs.process(np.zeros(0, np.float32), last=True)])
+
+
+async def ask(client: AgentClient, audio: np.ndarray, timeout: float = 30.0) -> dict:
+    """Speak, and wait for the whole answer; returns the turn's transcripts, figures and audio."""
+    start = len(client.messages)
+    frames_before = len(client.received.frames)
+    ident = client.mic.play(audio)
+    user = await client.wait_for(
+        lambda m: m["type"] == "transcript" and m["role"] == "user" and m["final"], timeout, start
+    )
+    reply = await client.wait_for(
+        lambda m: m["type"] == "transcript" and m["role"] == "assistant" and m["final"], timeout, start
+    )
+    metrics = await client.wait_for(lambda m: m["type"] == "metrics", timeout, start)
+    # the reply's audio may still be on its way: wait until the track has gone quiet again
+    await quiet_again(client, frames_before)
+    got = np.concatenate(client.received.frames[frames_before:])
+    return {
+        "user": user["text"],
+        "reply": reply["text"],
+        "metrics": metrics,
+        "audio": got,
+        "sent_id": ident,
+        "messages": client.messages[start:],
+    }
+
+
+async def quiet_again(client: AgentClient, since: int, quiet_frames: int = 10, timeout: float = 20.0) -> None:
+    """Wait until, after some sound from frame `since` on, the last `quiet_frames` 20 ms frames are silent."""
+
+    def done() -> bool:
+        frames = client.received.frames[since:]
+        loud = [i for i, f in enumerate(frames) if np.abs(f).max() > 0.01]
+        return bool(loud) and len(frames) - 1 - loud[-1] >= quiet_frames
+
+    await wait_until(done, timeout)
+
+
+# ---------------------------------------------------------------- Qwen3-Omni: reference runs, inputs, margin
+
+
+def prompter(loaded):
+    from agent.engines.qwen3_omni.prompt import Prompter
+
+    return Prompter(loaded.tokenizer, loaded.feature_extractor, loaded.image_processor)
+
+
+def noise(seconds: float, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(16000 * seconds)) / 16000
+    return (0.1 * rng.standard_normal(t.size) + 0.3 * np.sin(2 * np.pi * (200 + 100 * seed) * t)).astype(np.float32)
+
+
+def image(seed: int, shape=(96, 128, 3)) -> np.ndarray:
+    return (np.random.default_rng(seed).random(shape) * 255).astype(np.uint8)
+
+
+def reference(model, turn, eos: int, max_tokens: int, max_frames: int, talker: bool = True):
+    """`generate` with greedy decoding; returns text tokens, the codes it decoded ([frames, 16]) and the waveform."""
+    import torch
+
+    ids = torch.tensor([turn.ids])
+    kw = {"attention_mask": torch.ones_like(ids)}
+    if turn.input_features is not None:
+        kw.update(input_features=turn.input_features, feature_attention_mask=turn.feature_attention_mask)
+    if turn.pixel_values is not None:
+        kw.update(pixel_values=turn.pixel_values, image_grid_thw=turn.image_grid_thw)
+    captured = []
+    decode = model.code2wav.chunked_decode
+
+    def spy(codes, **k):
+        captured.append(codes.clone())
+        return decode(codes, **k)
+
+    model.code2wav.chunked_decode = spy
+    try:
+        out = model.generate(
+            ids,
+            thinker_max_new_tokens=max_tokens,
+            thinker_eos_token_id=eos,
+            thinker_do_sample=False,
+            talker_do_sample=False,
+            talker_max_new_tokens=max_frames,
+            return_audio=talker,
+            **kw,
+        )
+    finally:
+        model.code2wav.chunked_decode = decode
+    if not talker:
+        seq = out if isinstance(out, torch.Tensor) else out.sequences
+        return seq[0, ids.shape[1] :].tolist(), None, None
+    seq, wav = out
+    return seq[0, ids.shape[1] :].tolist(), captured[0][0].T, wav.reshape(-1).numpy()
+
+
+def run_alone(streamer, turn, max_tokens: int, max_frames: int, conv=None, speak: bool = True):
+    """Drive one reply through the stages in the order the scheduler does; returns the reply and its frames."""
+    from agent.engines.qwen3_omni.stream import Conversation, Reply
+
+    reply = Reply(conv or Conversation(), speak=speak, max_text_tokens=max_tokens, max_frames=max_frames)
+    streamer.prefill(reply, turn)
+    if speak:
+        streamer.talker_prefill(reply)
+    pcm = []
+    while not reply.done:
+        progressed = False
+        if not reply.text_done and (not speak or reply.speech_done or len(reply.tokens) < reply.talker_step + 4):
+            streamer.thinker_step([reply])
+            progressed = True
+        if speak and not reply.speech_done and len(reply.frames) < len(reply.code0) and streamer.trailing_ready(reply):
+            streamer.talker_step([reply])
+            progressed = True
+        if reply.decoded < len(reply.frames):
+            pcm += streamer.decode_frames([reply])
+            progressed = True
+        assert progressed, "stuck"
+    return reply, pcm
+
+
+REALTIME_MARGIN = 4.0  # a real-time test needs its model this many times faster than real time
+
+
+def speech_rtf(loaded, frames: int = 24) -> float:
+    """Seconds of decoding (Thinker steps, Talker + MTP, Code2Wav) per second of speech for one session,
+    measured here and now, on whatever else the machine is doing."""
+    import torch
+    from transformers.generation.logits_process import SuppressTokensLogitsProcessor
+
+    from agent.engines.qwen3_omni.stream import Conversation, OmniStreamer, Reply
+
+    streamer = OmniStreamer(loaded.model)
+    streamer.talker_processors.append(SuppressTokensLogitsProcessor([streamer.codec_eos]))  # speak all `frames`
+    turn = prompter(loaded).turn(audio=noise(1.0, 1), system="Hi.")
+    reply = Reply(Conversation(), True, max_text_tokens=frames + 8, max_frames=frames + 1)
+    with torch.no_grad():
+        streamer.prefill(reply, turn)
+        streamer.talker_prefill(reply)
+        t0 = time.perf_counter()
+        while len(reply.frames) < frames and not reply.speech_done:
+            while not reply.text_done and not streamer.trailing_ready(reply):
+                streamer.thinker_step([reply])
+            if not reply.text_done:
+                streamer.thinker_step([reply])  # the Thinker keeps about one token per frame ahead
+            streamer.talker_step([reply])
+            streamer.decode_frames([reply])
+        spent = time.perf_counter() - t0
+    return spent / max(len(reply.frames) * 0.08, 1e-9)
+
+
+def require_realtime_margin(loaded) -> float:
+    """Fail with a clear message, not as a regression, when this machine is too slow to judge a real-time test."""
+    import pytest
+
+    rtf = min(speech_rtf(loaded) for _ in range(2))
+    if rtf * REALTIME_MARGIN > 1.0:
+        pytest.fail(
+            f"this machine is too slow to judge a real-time test: the test model's speech takes {rtf:.2f} s of "
+            f"compute per second (a {REALTIME_MARGIN:.0f}x margin needs <= {1 / REALTIME_MARGIN:.2f}); "
+            "the failure says nothing about the code under test",
+            pytrace=False,
+        )
+    return rtf

@@ -22,7 +22,7 @@ import numpy as np
 from agent.client import RATE, AgentClient
 from agent.ice import set_host_addresses
 from benchmarks.voice_to_voice import start_server
-from tests.fixtures import read_wav, speech_wav
+from tests.support import read_wav, speech_wav
 
 COMMANDS = [
     "Open the front window.",

@@ -1,17 +1,19 @@
-"""Qwen3-Omni streamed through the scheduler: first packet, Thinker tokens/s, Talker+Code2Wav real-time factor.
+"""Qwen3-Omni streamed through the scheduler: first packet, Thinker tokens/s, speech real-time factor per session.
 
 N sessions each send one audio turn at the same moment; the scheduler serves
-them batched. Figures per run:
-- first packet: turn submitted (end of the user's turn) to its first speech frame;
+them batched. Figures per number of sessions:
+- first packet: turn submitted (end of the user's turn) to its first speech frame (median, max);
 - Thinker tokens/s: decode tokens made per second of Thinker time, all sessions;
-- RTF: (Talker + MTP + Code2Wav time) / seconds of speech made; under 1 keeps up;
-- per-stage time per frame.
+- per_session_rtf: (Talker + MTP + Code2Wav time) / one session's seconds of speech: how long the machine
+  works for each second that every session hears; under 1 keeps all of them real time;
+- step_ms per stage (Thinker prefill, Thinker step, Talker step, MTP, Code2Wav), timed with CUDA events on a
+  GPU, and ops_per_step: aten ops dispatched by one step of each stage at that batch size.
 
     python -m benchmarks.qwen3_omni                      # tiny random model, CPU
     python -m benchmarks.qwen3_omni --full --device cuda # the published 30B-A3B config, random bf16 weights
     python -m benchmarks.qwen3_omni --model PATH         # a real model folder
 
-Prints a table and writes JSON (--out).
+Prints a line per level and writes the JSON (--out) after each level, so a run cut short keeps what it measured.
 """
 
 from __future__ import annotations
@@ -77,6 +79,79 @@ def synthetic_turn(model, seconds: float, device):
     return TurnInput(ids, feats["input_features"].to(device, dtype), feats["attention_mask"].to(device))
 
 
+class StageMeter:
+    """Times every call of the streamer's stages (CUDA events on a GPU) and counts the aten ops of one call per
+    stage and batch size (a TorchDispatchMode; that call is left out of the timing)."""
+
+    STAGES = {
+        "thinker_prefill": "prefill",
+        "thinker_step": "thinker_step",
+        "talker_step": "talker_step",
+        "mtp": "predict_residuals",
+        "code2wav": "decode_frames",
+    }
+
+    def __init__(self, streamer, device: str) -> None:
+        self.cuda = str(device).startswith("cuda")
+        self.ms: dict[str, list[float]] = {k: [] for k in self.STAGES}
+        self.ops: dict[str, dict[int, int]] = {k: {} for k in self.STAGES}
+        for stage, method in self.STAGES.items():
+            setattr(streamer, method, self._wrap(stage, getattr(streamer, method)))
+        self._inner = False  # the MTP runs inside the Talker step: its time and ops count apart
+
+    def _wrap(self, stage: str, fn):
+        import torch
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        meter = self
+
+        class Count(TorchDispatchMode):
+            n = 0
+
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                Count.n += 1
+                return func(*args, **(kwargs or {}))
+
+        def batch_of(args) -> int:
+            first = args[0]
+            return len(first) if isinstance(first, list) else int(first.shape[0]) if hasattr(first, "shape") else 1
+
+        def wrapped(*args, **kwargs):
+            batch = batch_of(args)
+            if batch not in meter.ops[stage] and not meter._inner:
+                Count.n = 0
+                meter._inner = True
+                try:
+                    with Count():
+                        out = fn(*args, **kwargs)
+                finally:
+                    meter._inner = False
+                meter.ops[stage][batch] = Count.n
+                return out
+            if meter.cuda:
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                out = fn(*args, **kwargs)
+                end.record()
+                end.synchronize()
+                meter.ms[stage].append(start.elapsed_time(end))
+            else:
+                t0 = time.perf_counter()
+                out = fn(*args, **kwargs)
+                meter.ms[stage].append((time.perf_counter() - t0) * 1000)
+            return out
+
+        return wrapped
+
+    def summary(self) -> dict:
+        """Per stage: median and mean ms of a step (the Talker step's include its MTP), and ops per batch size."""
+        step = {
+            k: {"median": statistics.median(v), "mean": statistics.fmean(v)} if v else None for k, v in self.ms.items()
+        }
+        ops = {k: {str(b): n for b, n in sorted(v.items())} for k, v in self.ops.items()}
+        return {"step_ms": step, "ops_per_step": ops}
+
+
 def run(model, sessions: int, seconds: float, batch_limit: int, max_tokens: int, max_frames: int, device) -> dict:
     import torch
 
@@ -84,6 +159,7 @@ def run(model, sessions: int, seconds: float, batch_limit: int, max_tokens: int,
     from agent.engines.qwen3_omni.stream import Conversation, OmniStreamer, Reply
 
     streamer = OmniStreamer(model)
+    meter = StageMeter(streamer, device)
     sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
 
     def clock() -> float:
@@ -109,6 +185,7 @@ def run(model, sessions: int, seconds: float, batch_limit: int, max_tokens: int,
     wall = clock() - t0
     st = sched.stats
     speech_s = frames * 0.08
+    one_session_s = speech_s / sessions
     tts = st.stage_s["talker"] + st.stage_s["code2wav"] + st.stage_s["talker_prefill"]
     fp = sorted(first.values())
     return {
@@ -120,19 +197,26 @@ def run(model, sessions: int, seconds: float, batch_limit: int, max_tokens: int,
             "all": [round(x * 1000, 1) for x in fp],
         },
         "thinker_tokens_per_s": tokens / max(st.stage_s["thinker"] + st.stage_s["prefill"], 1e-9),
-        "talker_code2wav_rtf": tts / max(speech_s, 1e-9),
-        "wall_rtf": wall / max(speech_s / sessions, 1e-9),
+        "per_session_rtf": tts / max(one_session_s, 1e-9),
+        "wall_rtf": wall / max(one_session_s, 1e-9),
         "frames": frames,
         "tokens": tokens,
-        "per_frame_ms": {
-            "talker+mtp": st.stage_s["talker"] / max(frames, 1) * 1000,
-            "code2wav": st.stage_s["code2wav"] / max(frames, 1) * 1000,
-            "thinker_step_per_token": st.stage_s["thinker"] / max(tokens - sessions, 1) * 1000,
-        },
         "prefill_ms_per_turn": st.stage_s["prefill"] / sessions * 1000,
         "max_batch": st.max_batch,
         "wall_s": wall,
+        **meter.summary(),
     }
+
+
+def cpu_name() -> str:
+    """The processor's model name (`lscpu`'s), which the figures depend on."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "cpu"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -162,27 +246,20 @@ def main(argv: list[str] | None = None) -> None:
         what = "tiny random model" if not args.model else str(folder)
     # a warm-up turn: kernels, allocator
     run(model, 1, min(args.seconds, 2.0), args.batch_limit, 8, 8, args.device)
-    results = []
+    device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else cpu_name()
+    doc = {"model": what, "device": args.device, "device_name": device_name, "torch": torch.__version__, "results": []}
     for n in [int(x) for x in args.sessions.split(",")]:
         r = run(model, n, args.seconds, args.batch_limit, args.max_tokens, args.max_frames, args.device)
-        results.append(r)
+        doc["results"].append(r)
+        Path(args.out).write_text(json.dumps(doc, indent=1))  # after each level: a cut-short run keeps it
+        step = {k: round(v["median"], 2) for k, v in r["step_ms"].items() if v}
         print(
             f"{n:>2} sessions: first packet median {r['first_packet_ms']['median']:.0f} ms "
             f"(max {r['first_packet_ms']['max']:.0f}), Thinker {r['thinker_tokens_per_s']:.0f} tok/s, "
-            f"Talker+Code2Wav RTF {r['talker_code2wav_rtf']:.3f}, per frame: talker+MTP "
-            f"{r['per_frame_ms']['talker+mtp']:.1f} ms, code2wav {r['per_frame_ms']['code2wav']:.1f} ms, "
-            f"prefill {r['prefill_ms_per_turn']:.0f} ms/turn",
+            f"per-session RTF {r['per_session_rtf']:.3f}, step ms (median) {step}, "
+            f"ops per step {r['ops_per_step']}",
             flush=True,
         )
-    device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else platform.processor() or "cpu"
-    doc = {
-        "model": what,
-        "device": args.device,
-        "device_name": device_name,
-        "torch": torch.__version__,
-        "results": results,
-    }
-    Path(args.out).write_text(json.dumps(doc, indent=1))
     print(f"wrote {args.out}")
 
 

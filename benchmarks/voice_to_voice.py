@@ -24,7 +24,7 @@ import numpy as np
 from agent.bench import spawn_server
 from agent.client import RATE, AgentClient
 from agent.ice import set_host_addresses
-from tests.fixtures import read_wav, speech_wav
+from tests.support import read_wav, speech_wav
 
 QUESTIONS = [
     "What time is it?",

@@ -31,23 +31,32 @@ class StreamingConvStack:
 
     def __init__(self, code2wav: nn.Module) -> None:
         self.c2w = code2wav
-        self._snake: dict[int, tuple[tuple, torch.Tensor, torch.Tensor]] = {}
+        self._snake: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._snake_dtype: torch.dtype | None = None
+
+    def _snake_factors(self, dtype: torch.dtype) -> None:
+        """SnakeBeta's per-channel factors, e^alpha and 1 / (e^beta + eps), computed once per weight dtype (the
+        module recomputes both exponentials on every call: a third of the stack's time on small frames)."""
+        self._snake = {
+            id(m): (
+                torch.exp(m.alpha.detach()).view(1, -1, 1),
+                1.0 / (torch.exp(m.beta.detach()).view(1, -1, 1) + m.no_div_by_zero),
+            )
+            for m in self.c2w.modules()
+            if type(m).__name__.endswith("SnakeBeta")
+        }
+        self._snake_dtype = dtype
 
     def snake(self, m: nn.Module, x: torch.Tensor) -> torch.Tensor:
-        """SnakeBeta, x + sin(x * e^alpha)^2 / (e^beta + eps), with its per-channel factors computed once (the
-        module recomputes both exponentials on every call: a third of the stack's time on small frames)."""
-        key = (m.alpha.data_ptr(), m.alpha.dtype)  # changes when the weights are moved or cast
-        cached = self._snake.get(id(m))
-        if cached is None or cached[0] != key:
-            alpha = torch.exp(m.alpha.detach()).view(1, -1, 1)
-            inv_beta = 1.0 / (torch.exp(m.beta.detach()).view(1, -1, 1) + m.no_div_by_zero)
-            cached = self._snake[id(m)] = (key, alpha, inv_beta)
-        _, alpha, inv_beta = cached
+        """SnakeBeta: x + sin(x * e^alpha)^2 / (e^beta + eps), in the module's own order of operations."""
+        alpha, inv_beta = self._snake[id(m)]
         return x + inv_beta * torch.pow(torch.sin(x * alpha), 2)
 
     @torch.no_grad()
     def step(self, hidden: torch.Tensor, state: State) -> torch.Tensor:
         """hidden: [B, T, C] new pre-transformer outputs; state: updated in place. Returns [B, samples]."""
+        if self._snake_dtype != hidden.dtype:  # built, or the weights were cast since
+            self._snake_factors(hidden.dtype)
         walk = _Walk(state, self.snake)
         x = hidden.permute(0, 2, 1)
         for blocks in self.c2w.upsample:

@@ -77,7 +77,14 @@ class QwenOmniEngine:
                 raise ModelLoadError("the qwen3-omni engine needs a model: pass --model /path/to/Qwen3-Omni")
             loaded = load(model, device)
         self.loaded = loaded
-        self.streamer = OmniStreamer(loaded.model, speaker=speaker, repetition_penalty=repetition_penalty)
+        self.streamer = OmniStreamer(
+            loaded.model,
+            speaker=speaker,
+            repetition_penalty=repetition_penalty,
+            max_context=max_context,
+            max_frames=int(max_reply_s / 0.08),
+            slots=batch_limit,
+        )
         self.scheduler = Scheduler(self.streamer, batch_limit=batch_limit, lookahead=lookahead)
         cfg = loaded.model.config.thinker_config
         self.prompter = Prompter(

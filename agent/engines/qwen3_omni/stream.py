@@ -17,8 +17,9 @@ advances one step at a time so that speech exists from the first codec frame:
 Greedy decoding reproduces `generate(..., do_sample=False)` token for token
 and code for code (tests/agent/engines/qwen3_omni/test_stream.py). Every
 function takes a list of `Reply` objects, one per session, and runs them as
-one batch: decode steps of sessions with different cache lengths are
-left-padded into one temporary cache and masked.
+one batch. The Thinker's and Talker's keys and values live in preallocated
+slot pools (`slots.py`), one row per sequence, written in place: a batched
+decode step reads the rows as they lie, each masked to its own length.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from transformers import DynamicCache
 from transformers.generation.logits_process import (
     LogitsProcessorList,
@@ -38,6 +38,7 @@ from transformers.generation.logits_process import (
 
 from agent.engines.qwen3_omni.code2wav import State, StreamingConvStack, split_state, stack_states
 from agent.engines.qwen3_omni.mtp import ResidualPredictor
+from agent.engines.qwen3_omni.slots import BatchStep, SlotCache, SlotPool
 
 
 def first_frame_samples(code2wav_config: Any) -> int:
@@ -63,7 +64,7 @@ class TurnInput:
 class Conversation:
     """What a session keeps between turns: the Thinker's cache and the Talker's view of the user."""
 
-    cache: DynamicCache | None = None
+    cache: SlotCache | None = None  # the Thinker's keys and values: a row of the streamer's pool
     next_pos: int = 0  # next rope position (3D positions run ahead of the token count with images)
     role: int | None = None  # role token of the segment the cache ends in
     user_ids: list[torch.Tensor] = field(default_factory=list)  # per turn: the user segment's ids
@@ -91,7 +92,7 @@ class Reply:
     prompt_tail: list[int] = field(default_factory=list)  # "<|im_start|>assistant\n" as the prompt ended
     text_done: bool = False
     # Talker
-    talker_cache: DynamicCache | None = None
+    talker_cache: SlotCache | None = None
     talker_pos: int = 0
     talker_step: int = 0  # generation_step: how many trailing text entries consumed
     code0: list[int] = field(default_factory=list)  # codebook 0 per frame, EOS when it came
@@ -111,31 +112,6 @@ class Reply:
         )
 
 
-def _stack_caches(caches: list[DynamicCache], lengths: list[int]) -> tuple[DynamicCache, torch.Tensor]:
-    """Left-pad per-session caches into one batch cache and the attention mask that hides the padding."""
-    longest = max(lengths)
-    batch = DynamicCache()
-    for layer in range(len(caches[0].layers)):
-        keys, values = [], []
-        for cache, n in zip(caches, lengths, strict=False):
-            k, v = cache.layers[layer].keys, cache.layers[layer].values
-            keys.append(F.pad(k, (0, 0, longest - n, 0)))
-            values.append(F.pad(v, (0, 0, longest - n, 0)))
-        batch.update(torch.cat(keys), torch.cat(values), layer)
-    mask = torch.zeros(len(caches), longest + 1, dtype=torch.long, device=caches[0].layers[0].keys.device)
-    for i, n in enumerate(lengths):
-        mask[i, longest - n :] = 1
-    return batch, mask
-
-
-def _unstack_step(batch: DynamicCache, caches: list[DynamicCache]) -> None:
-    """Append each row's newest key/value to its own cache."""
-    for layer in range(len(batch.layers)):
-        k, v = batch.layers[layer].keys, batch.layers[layer].values
-        for i, cache in enumerate(caches):
-            cache.update(k[i : i + 1, :, -1:], v[i : i + 1, :, -1:], layer)
-
-
 class OmniStreamer:
     """The stages of one loaded model; stateless apart from the model, so any number of sessions share it."""
 
@@ -145,7 +121,12 @@ class OmniStreamer:
         speaker: str = "ethan",
         repetition_penalty: float = 1.05,
         thinker_processors: LogitsProcessorList | None = None,
+        max_context: int = 8192,
+        max_frames: int = 375,
+        slots: int = 8,
     ) -> None:
+        """`max_context` and `max_frames` bound a conversation's Thinker tokens and a reply's speech frames (they
+        size each slot); `slots` is where the pools start (they double when more sequences are live)."""
         self.model = model
         # Applied to the Thinker's logits before the greedy pick (e.g. banned tokens); empty: plain greedy.
         self.thinker_processors = thinker_processors or LogitsProcessorList()
@@ -154,6 +135,8 @@ class OmniStreamer:
         self.has_talker = getattr(model, "has_talker", False)
         tc = self.config.talker_config
         self.device = self.thinker.device
+        self.max_context = max_context
+        self.thinker_pool = self._pool(self.thinker.config.text_config, max_context, slots)
         self.eos = self.config.im_end_token_id
         self.accept_layer = tc.accept_hidden_layer
         self.mm_ids = torch.tensor(
@@ -188,8 +171,15 @@ class OmniStreamer:
                 proj = self.talker.text_projection(self.thinker.get_input_embeddings()(special))
             self.tts_bos, self.tts_eos, self.tts_pad = proj.chunk(3, dim=1)  # each [1, 1, d]
             self.upsample = int(self.code2wav.total_upsample)
+            # the Talker reads every user segment of the conversation and its own prompt, then the reply's frames
+            self.talker_pool = self._pool(self.talker.config.text_config, max_context + max_frames + 16, slots)
             self.conv_stack = StreamingConvStack(self.code2wav)
             self.mtp = ResidualPredictor(self.talker)
+
+    def _pool(self, cfg: Any, capacity: int, slots: int) -> SlotPool:
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        dtype = next(self.thinker.parameters()).dtype
+        return SlotPool(cfg.num_hidden_layers, cfg.num_key_value_heads, head_dim, capacity, slots, dtype, self.device)
 
     # ---------------------------------------------------------------- Thinker
 
@@ -210,7 +200,7 @@ class OmniStreamer:
         conv = reply.conv
         reply.prompt_tail = list(turn.ids[-3:])
         if conv.cache is None:
-            conv.cache = DynamicCache(config=self.thinker.config.text_config)
+            conv.cache = self.thinker_pool.acquire()
         ids = torch.tensor([turn.ids], device=self.device)
         positions, next_pos = self._positions(turn, conv)
         out = self.thinker(
@@ -219,12 +209,13 @@ class OmniStreamer:
             feature_attention_mask=turn.feature_attention_mask,
             pixel_values=turn.pixel_values,
             image_grid_thw=turn.image_grid_thw,
-            attention_mask=torch.ones(1, conv.length + ids.shape[1], dtype=torch.long, device=self.device),
+            attention_mask=conv.cache.prefill_mask(ids.shape[1], self.device),
             position_ids=positions,
             cache=conv.cache,
             use_cache=True,
             output_hidden_states=self.has_talker,
         )
+        conv.cache.advance()
         conv.next_pos = next_pos
         if self.has_talker:
             self._keep_user_part(conv, turn, ids[0], out.hidden_states)
@@ -275,29 +266,30 @@ class OmniStreamer:
     def thinker_step(self, replies: list[Reply]) -> None:
         """One more token for each reply (the last token goes into its cache)."""
         convs = [r.conv for r in replies]
-        ids = torch.tensor([[r.tokens[-1]] for r in replies], device=self.device)
-        caches = [c.cache for c in convs]
-        cache, mask, positions = self._decode_batch(caches, [c.length for c in convs], [c.next_pos for c in convs])
-        out = self.thinker(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True)
-        if len(replies) > 1:
-            _unstack_step(cache, caches)
-        for i, (reply, conv) in enumerate(zip(replies, convs, strict=False)):
+        step = BatchStep(self.thinker_pool, [c.cache for c in convs], self.device)
+        ids = step.scatter(torch.tensor([[r.tokens[-1]] for r in replies], device=self.device), self._zero_id)
+        rope = step.scatter(torch.tensor([[c.next_pos] for c in convs], device=self.device), self._zero_id)
+        out = self.thinker(
+            input_ids=ids,
+            attention_mask=step.mask,
+            position_ids=self._step_positions(step, rope),
+            cache=step,
+            use_cache=True,
+        )
+        step.advance()
+        logits = step.gather(out.logits[:, -1])
+        for i, (reply, conv) in enumerate(zip(replies, convs, strict=True)):
             conv.next_pos += 1
-            self._take_token(reply, out.logits[i, -1])
+            self._take_token(reply, logits[i])
 
-    def _decode_batch(
-        self, caches: list[DynamicCache], lengths: list[int], next_pos: list[int]
-    ) -> tuple[DynamicCache, torch.Tensor, torch.Tensor]:
-        """Cache, attention mask and positions (text row + 3 rope rows) for one decode step of these sessions.
-        One session decodes on its own cache; several on a left-padded copy (`_unstack_step` hands back)."""
-        if len(caches) == 1:
-            cache, mask = caches[0], torch.ones(1, lengths[0] + 1, dtype=torch.long, device=self.device)
-            text = torch.tensor([[[lengths[0]]]], device=self.device)
-        else:
-            cache, mask = _stack_caches(caches, lengths)
-            text = torch.full((1, len(caches), 1), mask.shape[1] - 1, device=self.device)
-        rope = torch.tensor(next_pos, device=self.device).view(1, -1, 1).expand(3, -1, -1)
-        return cache, mask, torch.cat([text, rope])
+    @property
+    def _zero_id(self) -> torch.Tensor:
+        return torch.zeros(1, 1, dtype=torch.long, device=self.device)
+
+    @staticmethod
+    def _step_positions(step: BatchStep, rope: torch.Tensor) -> torch.Tensor:
+        """Position ids of one decode step: the text row (each row's cache length), then 3 equal rope rows."""
+        return torch.cat([step.pos.view(1, -1, 1), rope.view(1, -1, 1).expand(3, -1, -1)])
 
     # ---------------------------------------------------------------- Talker
 
@@ -356,15 +348,16 @@ class OmniStreamer:
         else:
             rope = torch.arange(ids.shape[1], device=self.device).view(1, 1, -1).expand(3, 1, -1)
         text = torch.arange(ids.shape[1], device=self.device).view(1, 1, -1)
-        reply.talker_cache = DynamicCache(config=self.talker.config.text_config)
+        reply.talker_cache = self.talker_pool.acquire()
         out = self.talker(
             inputs_embeds=embeds,
-            attention_mask=mask,
+            attention_mask=reply.talker_cache.prefill_mask(embeds.shape[1], self.device),
             position_ids=torch.cat([text, rope]),
             cache=reply.talker_cache,
             use_cache=True,
             output_hidden_states=True,
         )
+        reply.talker_cache.advance()
         reply.talker_pos = int(rope.max()) + 1
         reply.last_hidden = out.hidden_states[0][-1][:, -1:]
         self._take_code(reply, out.logits[0, -1])
@@ -395,26 +388,24 @@ class OmniStreamer:
         for reply, frame in zip(replies, codes, strict=False):
             reply.frames.append(frame)
             reply.talker_step += 1
-        caches = [r.talker_cache for r in replies]
-        cache, mask, positions = self._decode_batch(
-            caches, [c.get_seq_length() for c in caches], [r.talker_pos for r in replies]
-        )
+        step = BatchStep(self.talker_pool, [r.talker_cache for r in replies], self.device)
+        rope = step.scatter(torch.tensor([[r.talker_pos] for r in replies], device=self.device), self._zero_id)
         out = self.talker(
-            inputs_embeds=embeds,
-            attention_mask=mask,
-            position_ids=positions,
-            cache=cache,
+            inputs_embeds=step.scatter(embeds, torch.zeros_like(embeds[:1])),
+            attention_mask=step.mask,
+            position_ids=self._step_positions(step, rope),
+            cache=step,
             use_cache=True,
             output_hidden_states=True,
             generation_step=0,  # unused; the forward adds one to it
         )
-        if len(replies) > 1:
-            _unstack_step(cache, caches)
-        last = out.hidden_states[0][-1]
+        step.advance()
+        last = step.gather(out.hidden_states[0][-1][:, -1])
+        logits = step.gather(out.logits[:, -1])
         for i, reply in enumerate(replies):
             reply.talker_pos += 1
-            reply.last_hidden = last[i : i + 1, -1:]
-            self._take_code(reply, out.logits[i, -1])
+            reply.last_hidden = last[i : i + 1, None]
+            self._take_code(reply, logits[i])
 
     # ---------------------------------------------------------------- Code2Wav
 

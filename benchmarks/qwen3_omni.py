@@ -80,8 +80,9 @@ def synthetic_turn(model, seconds: float, device):
 
 
 class StageMeter:
-    """Times every call of the streamer's stages (CUDA events on a GPU) and counts the aten ops of one call per
-    stage and batch size (a TorchDispatchMode; that call is left out of the timing)."""
+    """Times every call of the streamer's stages (CUDA events on a GPU), or (`count_ops`) counts the aten ops of
+    one call per stage and batch size with a TorchDispatchMode: a separate short run, so counting never slows
+    the timed one."""
 
     STAGES = {
         "thinker_prefill": "prefill",
@@ -91,8 +92,9 @@ class StageMeter:
         "code2wav": "decode_frames",
     }
 
-    def __init__(self, streamer, device: str) -> None:
+    def __init__(self, streamer, device: str, count_ops: bool = False) -> None:
         self.cuda = str(device).startswith("cuda")
+        self.count_ops = count_ops
         self.ms: dict[str, list[float]] = {k: [] for k in self.STAGES}
         self.ops: dict[str, dict[int, int]] = {k: {} for k in self.STAGES}
         for stage, method in self.STAGES.items():
@@ -118,7 +120,9 @@ class StageMeter:
 
         def wrapped(*args, **kwargs):
             batch = batch_of(args)
-            if batch not in meter.ops[stage] and not meter._inner:
+            if meter.count_ops:
+                if batch in meter.ops[stage] or meter._inner:
+                    return fn(*args, **kwargs)
                 Count.n = 0
                 meter._inner = True
                 try:
@@ -148,18 +152,22 @@ class StageMeter:
         step = {
             k: {"median": statistics.median(v), "mean": statistics.fmean(v)} if v else None for k, v in self.ms.items()
         }
-        ops = {k: {str(b): n for b, n in sorted(v.items())} for k, v in self.ops.items()}
-        return {"step_ms": step, "ops_per_step": ops}
+        return {"step_ms": step}
+
+    def ops_summary(self) -> dict:
+        return {k: {str(b): n for b, n in sorted(v.items())} for k, v in self.ops.items()}
 
 
-def run(model, sessions: int, seconds: float, batch_limit: int, max_tokens: int, max_frames: int, device) -> dict:
+def run(
+    model, sessions: int, seconds: float, batch_limit: int, max_tokens: int, max_frames: int, device, count_ops=False
+) -> dict:
     import torch
 
     from agent.engines.qwen3_omni.scheduler import Scheduler
     from agent.engines.qwen3_omni.stream import Conversation, OmniStreamer, Reply
 
     streamer = OmniStreamer(model)
-    meter = StageMeter(streamer, device)
+    meter = StageMeter(streamer, device, count_ops)
     sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
 
     def clock() -> float:
@@ -188,6 +196,8 @@ def run(model, sessions: int, seconds: float, batch_limit: int, max_tokens: int,
     one_session_s = speech_s / sessions
     tts = st.stage_s["talker"] + st.stage_s["code2wav"] + st.stage_s["talker_prefill"]
     fp = sorted(first.values())
+    if count_ops:
+        return {"ops_per_step": meter.ops_summary()}
     return {
         "sessions": sessions,
         "audio_turn_s": seconds,
@@ -250,6 +260,7 @@ def main(argv: list[str] | None = None) -> None:
     doc = {"model": what, "device": args.device, "device_name": device_name, "torch": torch.__version__, "results": []}
     for n in [int(x) for x in args.sessions.split(",")]:
         r = run(model, n, args.seconds, args.batch_limit, args.max_tokens, args.max_frames, args.device)
+        r.update(run(model, n, 2.0, args.batch_limit, 6, 6, args.device, count_ops=True))
         doc["results"].append(r)
         Path(args.out).write_text(json.dumps(doc, indent=1))  # after each level: a cut-short run keeps it
         step = {k: round(v["median"], 2) for k, v in r["step_ms"].items() if v}

@@ -96,9 +96,14 @@ async def round_trip(client: AgentClient, pcm: np.ndarray, timeout: float = 10.0
 CLICK = (0.8 * np.sin(np.arange(480) * 2 * np.pi * 1000 / RATE)).astype(np.float32)
 
 
-async def healthy_round_trip(client: AgentClient, timeout: float = 10.0) -> float | None:
-    """A 10 ms click through an echo session: its round trip, or None if it never came back."""
-    return await round_trip(client, CLICK, timeout)
+async def healthy_round_trip(client: AgentClient, timeout: float = 10.0, tries: int = 3) -> float | None:
+    """A 10 ms click through an echo session: its round trip, or None if none of `tries` clicks came back. A
+    busy machine may make the server drop one late tick (counted; live output never lags), and with it a click."""
+    for _ in range(tries):
+        rtt = await round_trip(client, CLICK, timeout / tries)
+        if rtt is not None:
+            return rtt
+    return None
 
 
 def session_tasks(session_id: str) -> list[asyncio.Task]:

@@ -123,8 +123,9 @@ async def test_camera_sessions_answer_in_parallel_and_slow_turn_keeps_others_flo
     assert slow_result["metrics"]["first_text_ms"] >= 1500  # it really was slow ...
     for c in (face, empty, blind):
         gaps = np.diff(np.array(c.received.times))
-        # ... and the other sessions' audio kept flowing, one 20 ms frame after another
-        assert gaps.max() < 0.1, f"a {gaps.max() * 1000:.0f} ms gap in a session's audio"
+        # ... and the other sessions' audio kept flowing: a slow turn that held the event loop would leave a
+        # 2 s gap; a busy machine may delay a few 20 ms packets, so the bound sits well between the two
+        assert gaps.max() < 0.5, f"a {gaps.max() * 1000:.0f} ms gap in a session's audio"
 
 
 async def test_partial_transcripts_while_speaking_and_typed_text(models, tmp_path):

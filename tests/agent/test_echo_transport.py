@@ -1,7 +1,7 @@
 import numpy as np
 
 from agent.client import RATE, AgentClient, CameraTrack
-from tests.support import make_config, media_flowing, quiet_again, round_trip, running, ws_url
+from tests.support import make_config, media_flowing, quiet_again, round_trip, running, wait_until, ws_url
 
 
 def click(ms=10, amp=0.8):
@@ -21,6 +21,8 @@ async def test_echo_stream_click_round_trip_and_continuity():
             assert rtt is not None, "the click did not come back"
             rtts.append(rtt)
             await quiet_again(client, len(client.received.frames) - 10)
+        # continuity is judged over at least 3 s of the returned stream
+        await wait_until(lambda: len(client.received.times) >= 150, 20)
         peer = next(iter(server.sessions.values())).peer
         stats = peer.aligner.stats
         await client.close()

@@ -10,6 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent.client import AgentClient
 from agent.workers import free_port
+from tests.support import media_flowing
 
 
 def scrape(port):
@@ -72,7 +73,10 @@ async def test_two_workers_share_the_port_and_the_metrics():
             if len(workers) == 2 and len(clients) >= 4:
                 break
         assert len(workers) == 2, "every session landed on one worker"
-        await scrape_until(port, lambda m: m.get(("omni_sessions_live", ())) == len(clients))
+        for c in clients:
+            await media_flowing(c)
+        m = await scrape_until(port, lambda m: m.get(("omni_sessions_live", ())) == len(clients))
+        assert m.get(("omni_sessions_live", ())) == len(clients), f"the workers' sum never reached {len(clients)}"
         for _ in range(10):
             m = await asyncio.to_thread(scrape, port)
             assert m[("omni_workers", ())] == 2

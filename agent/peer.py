@@ -1,4 +1,4 @@
-"""One WebRTC peer per signalling session, wired as in DESIGN.md.
+"""One WebRTC peer per signalling session, wired as in docs/architecture.md.
 
 Inbound audio and video are always drained into the FrameAligner; its chunks
 go to the ThinkerTalkerSession; speech leaves through the OutboundAudioTrack.

@@ -1,4 +1,4 @@
-"""The signalling wire protocol (DESIGN.md): parsing and checking client messages.
+"""The signalling wire protocol (docs/architecture.md, README): parsing and checking client messages.
 
 Sans-I/O. Every way a message can be wrong maps to one error code; the
 server sends it back as `{"type": "error", ...}`.

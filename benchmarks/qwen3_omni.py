@@ -260,7 +260,8 @@ def main(argv: list[str] | None = None) -> None:
     doc = {"model": what, "device": args.device, "device_name": device_name, "torch": torch.__version__, "results": []}
     for n in [int(x) for x in args.sessions.split(",")]:
         r = run(model, n, args.seconds, args.batch_limit, args.max_tokens, args.max_frames, args.device)
-        r.update(run(model, n, 2.0, args.batch_limit, 6, 6, args.device, count_ops=True))
+        # long enough replies that all n sessions are in one batch for a while (one prefill per step)
+        r.update(run(model, n, 2.0, args.batch_limit, 3 * n, 3 * n, args.device, count_ops=True))
         doc["results"].append(r)
         Path(args.out).write_text(json.dumps(doc, indent=1))  # after each level: a cut-short run keeps it
         step = {k: round(v["median"], 2) for k, v in r["step_ms"].items() if v}

@@ -1,5 +1,5 @@
 // omni-agent browser client: plain JS, no build step.
-// Speaks the wire protocol in DESIGN.md over one WebSocket; media over WebRTC.
+// Speaks the wire protocol (docs/architecture.md, README) over one WebSocket; media over WebRTC.
 "use strict";
 
 const $ = (id) => document.getElementById(id);

@@ -64,6 +64,13 @@ class SlotPool:
         self.lengths += [0] * n
         self.free += list(range(n, 2 * n))
 
+    def match(self, key: torch.Tensor) -> None:
+        """Follow the model's dtype if its weights were cast after the pool was made (once, not per step)."""
+        if key.dtype != self.keys[0].dtype:
+            for store in (self.keys, self.values):
+                for i, buf in enumerate(store):
+                    store[i] = buf.to(key.dtype)
+
     def read_length(self, longest: int) -> int:
         return min(self.capacity, -(-longest // LENGTH_BUCKET) * LENGTH_BUCKET)
 
@@ -105,6 +112,7 @@ class SlotCache:
 
     def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int, *args: Any, **kwargs: Any):
         start, end = self.length, self.length + key.shape[2]
+        self.pool.match(key)
         k, v = self.pool.keys[layer_idx], self.pool.values[layer_idx]
         k[self.slot, :, start:end] = key[0]
         v[self.slot, :, start:end] = value[0]
@@ -133,6 +141,7 @@ class BatchStep:
         self.row_ids = torch.arange(self.rows, device=device)
 
     def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int, *args: Any, **kwargs: Any):
+        self.pool.match(key)
         k, v = self.pool.keys[layer_idx], self.pool.values[layer_idx]
         k[self.row_ids, :, self.pos] = key[:, :, 0]
         v[self.row_ids, :, self.pos] = value[:, :, 0]

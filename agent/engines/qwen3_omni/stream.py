@@ -17,9 +17,10 @@ advances one step at a time so that speech exists from the first codec frame:
 Greedy decoding reproduces `generate(..., do_sample=False)` token for token
 and code for code (tests/agent/engines/qwen3_omni/test_stream.py). Every
 function takes a list of `Reply` objects, one per session, and runs them as
-one batch. The Thinker's and Talker's keys and values live in preallocated
-slot pools (`slots.py`), one row per sequence, written in place: a batched
-decode step reads the rows as they lie, each masked to its own length.
+one batch. The keys and values of the Thinker, the Talker and Code2Wav's
+transformer live in preallocated slot pools (`slots.py`), one row per
+sequence, written in place: a batched decode step reads the rows as they lie,
+each masked to its own length (and, for Code2Wav, its sliding window).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from transformers import DynamicCache
 from transformers.generation.logits_process import (
     LogitsProcessorList,
     RepetitionPenaltyLogitsProcessor,
@@ -100,7 +100,7 @@ class Reply:
     speech_done: bool = False
     # Code2Wav
     frames: list[torch.Tensor] = field(default_factory=list)  # [16] codes per finished frame
-    c2w_cache: DynamicCache | None = None
+    c2w_cache: SlotCache | None = None  # Code2Wav's transformer: a row of the streamer's pool
     c2w_state: State = field(default_factory=dict)  # the streaming conv stack's left contexts
     decoded: int = 0  # frames turned into samples
     cancelled: bool = False
@@ -136,7 +136,7 @@ class OmniStreamer:
         tc = self.config.talker_config
         self.device = self.thinker.device
         self.max_context = max_context
-        self.thinker_pool = self._pool(self.thinker.config.text_config, max_context, slots)
+        self.thinker_pool = self._pool(self.thinker, self.thinker.config.text_config, max_context, slots)
         self.eos = self.config.im_end_token_id
         self.accept_layer = tc.accept_hidden_layer
         self.mm_ids = torch.tensor(
@@ -172,13 +172,17 @@ class OmniStreamer:
             self.tts_bos, self.tts_eos, self.tts_pad = proj.chunk(3, dim=1)  # each [1, 1, d]
             self.upsample = int(self.code2wav.total_upsample)
             # the Talker reads every user segment of the conversation and its own prompt, then the reply's frames
-            self.talker_pool = self._pool(self.talker.config.text_config, max_context + max_frames + 16, slots)
+            self.talker_pool = self._pool(
+                self.talker, self.talker.config.text_config, max_context + max_frames + 16, slots
+            )
+            self.c2w_pool = self._pool(self.code2wav, self.code2wav.config, max_frames + 16, slots)
             self.conv_stack = StreamingConvStack(self.code2wav)
             self.mtp = ResidualPredictor(self.talker)
 
-    def _pool(self, cfg: Any, capacity: int, slots: int) -> SlotPool:
+    def _pool(self, part: Any, cfg: Any, capacity: int, slots: int) -> SlotPool:
+        """A slot pool for `part` (its weights' dtype) whose transformer is described by `cfg`."""
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-        dtype = next(self.thinker.parameters()).dtype
+        dtype = next(part.parameters()).dtype
         return SlotPool(cfg.num_hidden_layers, cfg.num_key_value_heads, head_dim, capacity, slots, dtype, self.device)
 
     # ---------------------------------------------------------------- Thinker
@@ -414,15 +418,24 @@ class OmniStreamer:
         """The next codec frame of each reply as its final samples (`first_frame_samples` for a stream's first,
         then 1920)."""
         c2w = self.code2wav
-        hidden = []
         for reply in replies:
             if reply.c2w_cache is None:
-                reply.c2w_cache = DynamicCache(config=c2w.config)
-            codes = reply.frames[reply.decoded].view(1, -1, 1)
-            embeds = c2w.code_embedding(codes + c2w.code_offset).mean(1)
-            pos = torch.tensor([[reply.decoded]], device=self.device)
-            out = c2w.pre_transformer(inputs_embeds=embeds, position_ids=pos, cache=reply.c2w_cache, use_cache=True)
-            hidden.append(out.last_hidden_state)
+                reply.c2w_cache = self.c2w_pool.acquire()
+        step = BatchStep(self.c2w_pool, [r.c2w_cache for r in replies], self.device)
+        codes = torch.stack([r.frames[r.decoded] for r in replies])[:, :, None]  # [n, groups, 1]
+        embeds = c2w.code_embedding(codes + c2w.code_offset).mean(1)  # [n, 1, d]
+        # each frame sees the last `sliding_window` frames of its own stream, itself included
+        window = torch.arange(step.read, device=self.device)[None, :] > (step.pos[:, None] - c2w.config.sliding_window)
+        mask = step.mask & window[:, None, None, :]
+        out = c2w.pre_transformer(
+            inputs_embeds=step.scatter(embeds, torch.zeros_like(embeds[:1])),
+            position_ids=step.pos[:, None],
+            attention_mask={"sliding_attention": mask, "full_attention": step.mask},
+            cache=step,
+            use_cache=True,
+        )
+        step.advance()
+        hidden = step.gather(out.last_hidden_state)  # [n, 1, d]
         results: list[np.ndarray | None] = [None] * len(replies)
         # a stream's first frame has no context yet (other shapes): the two phases batch apart
         for first in (True, False):
@@ -430,7 +443,7 @@ class OmniStreamer:
             if not idx:
                 continue
             state = stack_states([replies[i].c2w_state for i in idx])
-            wav = self.conv_stack.step(torch.cat([hidden[i] for i in idx]), state).float().cpu().numpy()
+            wav = self.conv_stack.step(hidden[idx], state).float().cpu().numpy()
             for i, row_state, row in zip(idx, split_state(state, len(idx)), wav, strict=True):
                 replies[i].c2w_state = row_state
                 results[i] = row

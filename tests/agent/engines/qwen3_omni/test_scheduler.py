@@ -155,7 +155,11 @@ def test_a_held_turn_waits_then_comes_out_exactly_as_if_never_held(tiny):
 
     (t1, f1, last1), (t2, f2, last2) = split(expected), split(got)
     assert t1 == t2 and last1 == last2 == "done"
-    assert len(f1) == len(f2) and all(np.array_equal(a, b) for a, b in zip(f1, f2, strict=True))
+    assert torch.equal(torch.stack(expected[-1].value.reply.frames), torch.stack(reply.frames))  # the same codes
+    # the samples within float32 rounding, which the deep conv stack amplifies (as in test_batched_equals_alone):
+    # the held run's rows sit elsewhere in the slot pools, and a batch of another shape rounds differently
+    a, b = np.concatenate(f1), np.concatenate(f2)
+    assert a.shape == b.shape and np.linalg.norm(a - b) / np.linalg.norm(b) < 1e-3
     assert got[-1].value.timings["speculative"] == 1.0
 
 

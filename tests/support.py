@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import time
+import urllib.request
 import wave
 from collections.abc import Callable
 from pathlib import Path
@@ -104,6 +105,33 @@ async def healthy_round_trip(client: AgentClient, timeout: float = 10.0, tries: 
         if rtt is not None:
             return rtt
     return None
+
+
+def scrape_metrics(port: int) -> dict[tuple[str, tuple], float]:
+    """/metrics parsed with Prometheus' own text parser: {(sample name, sorted labels): value}; {} if not up."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    except OSError:
+        return {}  # not listening yet
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(body)
+        for s in family.samples
+    }
+
+
+async def scrape_until(port: int, pred: Callable[[dict], Any], timeout: float = 30.0) -> dict[tuple[str, tuple], float]:
+    """Scrape until `pred` holds (servers count, and workers write their figures, asynchronously); the last
+    scrape either way."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while True:
+        got = await asyncio.to_thread(scrape_metrics, port)
+        if pred(got) or loop.time() > end:
+            return got
+        await asyncio.sleep(0.1)
 
 
 def session_tasks(session_id: str) -> list[asyncio.Task]:

@@ -1,33 +1,11 @@
 """/metrics parses with the Prometheus text parser, and its counters move with a real session."""
 
 import asyncio
-import urllib.request
 
 import numpy as np
-from prometheus_client.parser import text_string_to_metric_families
 
 from agent.client import RATE, AgentClient, CameraTrack
-from tests.support import make_config, media_flowing, running, ws_url
-
-
-def scrape(server) -> dict[tuple[str, tuple], float]:
-    body = urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5).read().decode()
-    out = {}
-    for family in text_string_to_metric_families(body):
-        for s in family.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out
-
-
-async def scrape_until(server, pred, timeout: float = 10.0) -> dict[tuple[str, tuple], float]:
-    """Scrape until `pred` holds (the server counts asynchronously); the last scrape either way."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while True:
-        got = await asyncio.to_thread(scrape, server)
-        if pred(got) or loop.time() > end:
-            return got
-        await asyncio.sleep(0.1)
+from tests.support import make_config, media_flowing, running, scrape_metrics, scrape_until, ws_url
 
 
 def tone(seconds=0.6):
@@ -37,7 +15,7 @@ def tone(seconds=0.6):
 
 async def test_metrics_move_with_a_real_session():
     async with running(make_config("echo", "turn")) as server:
-        before = await asyncio.to_thread(scrape, server)
+        before = await asyncio.to_thread(scrape_metrics, server.port)
         assert before[("omni_sessions_live", ())] == 0
         client = AgentClient(ws_url(server), video=CameraTrack(fps=10, size=(160, 120)))
         await client.connect()
@@ -47,9 +25,9 @@ async def test_metrics_move_with_a_real_session():
         await client.wait_for(lambda m: m["type"] == "metrics", 10, start)
         await client.send({"type": "client_metrics", "voice_to_voice_ms": 640})
         voice = ("omni_turn_latency_seconds_count", (("stage", "voice_to_voice"),))
-        during = await scrape_until(server, lambda m: m.get(voice) == 1)
+        during = await scrape_until(server.port, lambda m: m.get(voice) == 1)
         await client.close()
-        after = await scrape_until(server, lambda m: m[("omni_sessions_live", ())] == 0)
+        after = await scrape_until(server.port, lambda m: m.get(("omni_sessions_live", ())) == 0)
     assert during[("omni_sessions_live", ())] == 1
     assert during[("omni_sessions_total", ())] == before[("omni_sessions_total", ())] + 1
     assert during[("omni_output_frames_total", ())] > 50

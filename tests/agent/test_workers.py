@@ -4,36 +4,10 @@ import asyncio
 import signal
 import subprocess
 import sys
-import urllib.request
-
-from prometheus_client.parser import text_string_to_metric_families
 
 from agent.client import AgentClient
 from agent.workers import free_port
-from tests.support import media_flowing
-
-
-def scrape(port):
-    try:
-        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    except OSError:
-        return {}  # not listening yet
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for f in text_string_to_metric_families(body)
-        for s in f.samples
-    }
-
-
-async def scrape_until(port, pred, timeout=30.0):
-    """Scrape until `pred` holds (each worker writes its figures once a second); the last scrape either way."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while True:
-        got = await asyncio.to_thread(scrape, port)
-        if pred(got) or loop.time() > end:
-            return got
-        await asyncio.sleep(0.2)
+from tests.support import media_flowing, scrape_metrics, scrape_until
 
 
 async def test_two_workers_share_the_port_and_the_metrics():
@@ -78,7 +52,7 @@ async def test_two_workers_share_the_port_and_the_metrics():
         m = await scrape_until(port, lambda m: m.get(("omni_sessions_live", ())) == len(clients))
         assert m.get(("omni_sessions_live", ())) == len(clients), f"the workers' sum never reached {len(clients)}"
         for _ in range(10):
-            m = await asyncio.to_thread(scrape, port)
+            m = await asyncio.to_thread(scrape_metrics, port)
             assert m[("omni_workers", ())] == 2
             assert m[("omni_sessions_live", ())] == len(clients)  # summed over both
             assert m[("omni_sessions_total", ())] == len(clients)

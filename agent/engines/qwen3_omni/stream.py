@@ -135,7 +135,6 @@ class OmniStreamer:
         self.has_talker = getattr(model, "has_talker", False)
         tc = self.config.talker_config
         self.device = self.thinker.device
-        self.max_context = max_context
         self.thinker_pool = self._pool(self.thinker, self.thinker.config.text_config, max_context, slots)
         self.eos = self.config.im_end_token_id
         self.accept_layer = tc.accept_hidden_layer
@@ -223,7 +222,7 @@ class OmniStreamer:
         conv.next_pos = next_pos
         if self.has_talker:
             self._keep_user_part(conv, turn, ids[0], out.hidden_states)
-        self._take_token(reply, out.logits[0, -1])
+        self._take_tokens([reply], out.logits[:, -1])
 
     def _keep_user_part(self, conv: Conversation, turn: TurnInput, ids: torch.Tensor, hidden: tuple) -> None:
         """The Talker sees every user segment of the conversation: media as projected hidden states, text as
@@ -257,14 +256,18 @@ class OmniStreamer:
         if turn.feature_attention_mask is not None:
             conv.audio_lengths.append(turn.feature_attention_mask.sum(-1))
 
-    def _take_token(self, reply: Reply, logits: torch.Tensor) -> None:
+    def _take_tokens(self, replies: list[Reply], logits: torch.Tensor) -> None:
+        """Each reply's next text token from its row of logits [n, vocab]: one copy to the host for all."""
         if self.thinker_processors:
-            history = torch.tensor([reply.tokens], dtype=torch.long, device=self.device)
-            logits = self.thinker_processors(history, logits[None].float())[0]
-        token = int(torch.argmax(logits))
-        reply.tokens.append(token)
-        if token == self.eos or len(reply.tokens) >= reply.max_text_tokens:
-            reply.text_done = True
+            rows = []
+            for reply, row in zip(replies, logits, strict=True):
+                history = torch.tensor([reply.tokens], dtype=torch.long, device=self.device)
+                rows.append(self.thinker_processors(history, row[None].float())[0])
+            logits = torch.stack(rows)
+        for reply, token in zip(replies, torch.argmax(logits, dim=-1).tolist(), strict=True):
+            reply.tokens.append(token)
+            if token == self.eos or len(reply.tokens) >= reply.max_text_tokens:
+                reply.text_done = True
 
     @torch.no_grad()
     def thinker_step(self, replies: list[Reply]) -> None:
@@ -281,10 +284,9 @@ class OmniStreamer:
             use_cache=True,
         )
         step.advance()
-        logits = step.gather(out.logits[:, -1])
-        for i, (reply, conv) in enumerate(zip(replies, convs, strict=True)):
+        for conv in convs:
             conv.next_pos += 1
-            self._take_token(reply, logits[i])
+        self._take_tokens(replies, step.gather(out.logits[:, -1]))
 
     @property
     def _zero_id(self) -> torch.Tensor:
@@ -364,20 +366,26 @@ class OmniStreamer:
         reply.talker_cache.advance()
         reply.talker_pos = int(rope.max()) + 1
         reply.last_hidden = out.hidden_states[0][-1][:, -1:]
-        self._take_code(reply, out.logits[0, -1])
+        self._take_codes([reply], out.logits[:, -1])
 
-    def _take_code(self, reply: Reply, logits: torch.Tensor) -> None:
-        history = torch.tensor([reply.code0], dtype=torch.long, device=self.device)
-        scores = self.talker_processors(history, logits[None].float())
-        code = int(torch.argmax(scores[0]))
-        if code == self.codec_eos:
-            reply.speech_done = True
-            return
-        reply.code0.append(code)
-        if len(reply.code0) >= reply.max_frames:
-            reply.speech_done = True  # generate() stops here too: the last code0 never gets its residuals
-            reply.code0.pop()
+    def _take_codes(self, replies: list[Reply], logits: torch.Tensor) -> None:
+        """Each reply's next codebook-0 code from its row of logits [n, vocab] (its own history penalised): one
+        copy to the host for all."""
+        rows = []
+        for reply, row in zip(replies, logits, strict=True):
+            history = torch.tensor([reply.code0], dtype=torch.long, device=self.device)
+            rows.append(self.talker_processors(history, row[None].float())[0])
+        scores = torch.stack(rows)
+        for reply, code in zip(replies, torch.argmax(scores, dim=-1).tolist(), strict=True):
+            if code == self.codec_eos:
+                reply.speech_done = True
+                continue
+            reply.code0.append(code)
+            if len(reply.code0) >= reply.max_frames:
+                reply.speech_done = True  # generate() stops here too: the last code0 never gets its residuals
+                reply.code0.pop()
 
+    @torch.no_grad()
     def predict_residuals(self, hidden: torch.Tensor, code0: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The MTP: codebooks 1-15 for a batch of frames; returns [B, 16] codes and their summed embedding."""
         return self.mtp(hidden, code0)
@@ -405,11 +413,10 @@ class OmniStreamer:
         )
         step.advance()
         last = step.gather(out.hidden_states[0][-1][:, -1])
-        logits = step.gather(out.logits[:, -1])
         for i, reply in enumerate(replies):
             reply.talker_pos += 1
             reply.last_hidden = last[i : i + 1, None]
-            self._take_code(reply, logits[i])
+        self._take_codes(replies, step.gather(out.logits[:, -1]))
 
     # ---------------------------------------------------------------- Code2Wav
 

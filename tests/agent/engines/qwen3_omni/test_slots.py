@@ -49,7 +49,7 @@ def test_a_batch_step_writes_each_row_at_its_own_end_and_masks_it_there():
     for n, r in zip((2, 0, 5), rows, strict=True):
         p.lengths[r.slot] = n
     step = BatchStep(p, [rows[2], rows[0]], "cpu")  # row 1 lies in range and idles
-    assert step.rows == 3 and step.read == 64 // 8 and step.pos.tolist() == [2, 0, 5]
+    assert step.rows == 3 and step.read == 8 and step.pos.tolist() == [2, 0, 5]  # read: a bucket, capped at capacity
     key = torch.arange(3, dtype=torch.float32).view(3, 1, 1, 1).expand(3, 1, 1, 2)
     keys, _ = step.update(key, key, 0)
     assert keys.shape == (3, 1, 8, 2)

@@ -256,14 +256,18 @@ class OmniStreamer:
         if turn.feature_attention_mask is not None:
             conv.audio_lengths.append(turn.feature_attention_mask.sum(-1))
 
+    def _processed(self, processors: LogitsProcessorList, histories: list[list[int]], logits: torch.Tensor):
+        """Logits [n, vocab] after `processors`, each row with its own history (they differ in length)."""
+        rows = []
+        for history, row in zip(histories, logits, strict=True):
+            ids = torch.tensor([history], dtype=torch.long, device=self.device)
+            rows.append(processors(ids, row[None].float())[0])
+        return torch.stack(rows)
+
     def _take_tokens(self, replies: list[Reply], logits: torch.Tensor) -> None:
         """Each reply's next text token from its row of logits [n, vocab]: one copy to the host for all."""
         if self.thinker_processors:
-            rows = []
-            for reply, row in zip(replies, logits, strict=True):
-                history = torch.tensor([reply.tokens], dtype=torch.long, device=self.device)
-                rows.append(self.thinker_processors(history, row[None].float())[0])
-            logits = torch.stack(rows)
+            logits = self._processed(self.thinker_processors, [r.tokens for r in replies], logits)
         for reply, token in zip(replies, torch.argmax(logits, dim=-1).tolist(), strict=True):
             reply.tokens.append(token)
             if token == self.eos or len(reply.tokens) >= reply.max_text_tokens:
@@ -371,11 +375,7 @@ class OmniStreamer:
     def _take_codes(self, replies: list[Reply], logits: torch.Tensor) -> None:
         """Each reply's next codebook-0 code from its row of logits [n, vocab] (its own history penalised): one
         copy to the host for all."""
-        rows = []
-        for reply, row in zip(replies, logits, strict=True):
-            history = torch.tensor([reply.code0], dtype=torch.long, device=self.device)
-            rows.append(self.talker_processors(history, row[None].float())[0])
-        scores = torch.stack(rows)
+        scores = self._processed(self.talker_processors, [r.code0 for r in replies], logits)
         for reply, code in zip(replies, torch.argmax(scores, dim=-1).tolist(), strict=True):
             if code == self.codec_eos:
                 reply.speech_done = True

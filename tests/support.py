@@ -341,9 +341,11 @@ def run_alone(streamer, turn, max_tokens: int, max_frames: int, conv=None, speak
 REALTIME_MARGIN = 4.0  # a real-time test needs its model this many times faster than real time
 
 
-def speech_rtf(loaded, frames: int = 24) -> float:
-    """Seconds of decoding (Thinker steps, Talker + MTP, Code2Wav) per second of speech for one session,
-    measured here and now, on whatever else the machine is doing."""
+def speech_rtf(loaded, frames: int = 32) -> float:
+    """Decoding time (Thinker steps, Talker + MTP, Code2Wav) per second of speech for one session, measured here
+    and now: the median frame's time over 80 ms, so that a passing hiccup of a shared VM does not decide."""
+    import statistics
+
     import torch
     from transformers.generation.logits_process import SuppressTokensLogitsProcessor
 
@@ -353,26 +355,32 @@ def speech_rtf(loaded, frames: int = 24) -> float:
     streamer.talker_processors.append(SuppressTokensLogitsProcessor([streamer.codec_eos]))  # speak all `frames`
     turn = prompter(loaded).turn(audio=noise(1.0, 1), system="Hi.")
     reply = Reply(Conversation(), True, max_text_tokens=frames + 8, max_frames=frames + 1)
+    spent = []
     with torch.no_grad():
         streamer.prefill(reply, turn)
         streamer.talker_prefill(reply)
-        t0 = time.perf_counter()
         while len(reply.frames) < frames and not reply.speech_done:
+            t0 = time.perf_counter()
             while not reply.text_done and not streamer.trailing_ready(reply):
                 streamer.thinker_step([reply])
             if not reply.text_done:
                 streamer.thinker_step([reply])  # the Thinker keeps about one token per frame ahead
             streamer.talker_step([reply])
             streamer.decode_frames([reply])
-        spent = time.perf_counter() - t0
-    return spent / max(len(reply.frames) * 0.08, 1e-9)
+            spent.append(time.perf_counter() - t0)
+    return statistics.median(spent) / 0.08
 
 
 def require_realtime_margin(loaded) -> float:
     """Fail with a clear message, not as a regression, when this machine is too slow to judge a real-time test."""
     import pytest
 
-    rtf = min(speech_rtf(loaded) for _ in range(2))
+    # the machine's speed, not a slow spell of a shared VM: up to 5 windows of 32 frames, the best one
+    rtf = speech_rtf(loaded)
+    for _ in range(4):
+        if rtf * REALTIME_MARGIN <= 1.0:
+            break
+        rtf = min(rtf, speech_rtf(loaded))
     if rtf * REALTIME_MARGIN > 1.0:
         pytest.fail(
             f"this machine is too slow to judge a real-time test: the test model's speech takes {rtf:.2f} s of "

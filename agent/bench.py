@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from agent.client import RATE, AgentClient, CameraTrack
-from agent.ice import set_host_addresses
+from agent.transport.ice import set_host_addresses
 from media.pcm import StreamResampler
 
 UTTERANCES = ["What time is it?", "What can you do?", "Can you see me?", "Hello there.", "What did I say?"]

@@ -84,7 +84,7 @@ def build_config(args: argparse.Namespace) -> Config:
     if args.self_signed:
         from pathlib import Path
 
-        from agent.access import self_signed
+        from agent.server.access import self_signed
 
         folder = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "omni-agent" / "tls"
         cfg.server.cert, cfg.server.key = self_signed(folder)
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("aiortc").setLevel(logging.WARNING)
     logging.getLogger("websockets.server").setLevel(logging.WARNING)
     if args.command == "serve" and args.workers > 1:
-        from agent.workers import free_port, run_workers
+        from agent.server.workers import free_port, run_workers
 
         port = cfg.server.port or free_port(cfg.server.host)
         rest = _without(list(argv if argv is not None else sys.argv[1:]), "--workers", "--port")

@@ -21,7 +21,7 @@ from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 from websockets.asyncio.client import ClientConnection, connect
 
-from agent.ice import rtc_configuration
+from agent.transport.ice import rtc_configuration
 from media.tracks import tune_jitter_buffers
 
 RATE = 48_000

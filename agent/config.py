@@ -7,24 +7,25 @@ Every limit has a safe default here so that a missing key never means
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from agent.profiles import NAMES as PROFILES
+
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
-PROFILES = ("default", "in_car", "translate")
 
 
 class ConfigError(ValueError):
     pass
 
 
-def _transcripts_default() -> str:
-    from agent.transcripts import default_dir
-
-    return default_dir()
+def default_transcripts_dir() -> str:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "omni-agent", "transcripts")
 
 
 @dataclass
@@ -49,7 +50,7 @@ class ServerConfig:
     reuse_port: bool = False
     metrics_dir: str = ""
     # one JSON-lines file per session; "" turns transcripts off
-    transcripts_dir: str = field(default_factory=lambda: _transcripts_default())
+    transcripts_dir: str = field(default_factory=default_transcripts_dir)
 
 
 @dataclass
@@ -89,14 +90,14 @@ class EngineConfig:
 
 
 @dataclass
-class OverloadSettings:
-    """See agent/overload.py: thresholds on recent p95s, and how fast to move."""
+class OverloadConfig:
+    """The overload policy's thresholds on recent p95s, and how fast it moves (agent/server/overload.py)."""
 
     first_audio_p95_ms: float = 1500.0
     loop_lag_p95_ms: float = 100.0
-    escalate_s: float = 2.0
-    recover_s: float = 10.0
-    window_s: float = 30.0
+    escalate_s: float = 2.0  # pressure this long moves one level up
+    recover_s: float = 10.0  # calm this long moves one level down
+    window_s: float = 30.0  # samples older than this no longer count (a text-only server has no speech to time)
 
 
 @dataclass
@@ -114,7 +115,7 @@ class Config:
     media: MediaConfig = field(default_factory=MediaConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
     translate: TranslateConfig = field(default_factory=TranslateConfig)
-    overload: OverloadSettings = field(default_factory=OverloadSettings)
+    overload: OverloadConfig = field(default_factory=OverloadConfig)
 
     def session_options(self) -> dict[str, Any]:
         """What an engine session of this profile needs to know."""

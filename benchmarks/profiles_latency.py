@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from agent.client import RATE, AgentClient
-from agent.ice import set_host_addresses
+from agent.transport.ice import set_host_addresses
 from benchmarks.voice_to_voice import start_server
 from tests.support import read_wav, speech_wav
 

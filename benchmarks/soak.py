@@ -20,7 +20,7 @@ import numpy as np
 
 from agent.bench import start_server
 from agent.client import RATE, AgentClient
-from agent.ice import set_host_addresses
+from agent.transport.ice import set_host_addresses
 
 
 def resources(pid: int) -> dict[str, float]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from agent.bench import spawn_server
-from agent.ice import set_host_addresses
+from agent.transport.ice import set_host_addresses
 from benchmarks.voice_to_voice import run, start_server
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from agent.bench import spawn_server
 from agent.client import RATE, AgentClient
-from agent.ice import set_host_addresses
+from agent.transport.ice import set_host_addresses
 from tests.support import read_wav, speech_wav
 
 QUESTIONS = [

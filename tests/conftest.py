@@ -1,6 +1,6 @@
 import pytest
 
-from agent.ice import set_host_addresses
+from agent.transport.ice import set_host_addresses
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -13,10 +13,12 @@ import numpy as np
 
 from agent.engines.base import EngineEvent, SpeechFrame, TextDelta, TranscriptDelta, TurnEnd
 from agent.engines.outbox import Outbox
+from agent.profiles import Profile
 from media.aligner import AlignedChunk
 from media.clock import INPUT_RATE, OUTPUT_RATE, OUTPUT_SAMPLES_PER_FRAME
-from media.endpoint import EndpointConfig, Endpointer, EndpointEvent
+from media.endpoint import EndpointConfig, EndpointEvent
 from media.pcm import StreamResampler
+from media.turn_taking import TurnTaking
 
 MODES = ("stream", "turn")
 
@@ -32,24 +34,23 @@ class EchoEngine:
         self.end_silence_ms = end_silence_ms
         self.max_turn_ms = max_turn_ms
 
-    async def open_session(self, profile: str, options: dict | None = None) -> EchoSession:
-        return EchoSession(self)
+    async def open_session(self, profile: Profile, options: dict | None = None) -> EchoSession:
+        return EchoSession(self, profile)
 
     async def close(self) -> None:
         return None
 
 
 class EchoSession:
-    def __init__(self, engine: EchoEngine) -> None:
+    def __init__(self, engine: EchoEngine, profile: Profile) -> None:
         self.mode = engine.mode
         self.outbox = Outbox()
         # "QQ" (cubic, no look-ahead) keeps the live echo's own delay near zero.
         self._up = StreamResampler(INPUT_RATE, OUTPUT_RATE, quality="QQ")
-        self._endpointer = Endpointer(
-            EndpointConfig(end_silence_ms=engine.end_silence_ms, max_turn_ms=engine.max_turn_ms)
+        self.turns = TurnTaking(
+            EndpointConfig(end_silence_ms=engine.end_silence_ms, max_turn_ms=engine.max_turn_ms),
+            barge_in=profile.barge_in,
         )
-        self._recording: list[np.ndarray] = []
-        self._pre_roll: list[np.ndarray] = []  # ticks just before the start was confirmed
         self._frame_index = 0
         self._replying = False
         self.text_only = False
@@ -70,23 +71,14 @@ class EchoSession:
             self._frame_index += 1
 
     def _turn(self, chunk: AlignedChunk) -> None:
-        event = self._endpointer.update(chunk.tick, chunk.audio)
-        ep = self._endpointer
-        if event is EndpointEvent.START:
-            if self._replying and self.outbox.has_reply():
-                self.interrupt()  # barge-in: the user talks over the reply
-            self._recording = self._pre_roll + [chunk.audio]
-        elif ep.in_speech or event is EndpointEvent.END:
-            self._recording.append(chunk.audio)
-        self._pre_roll = (self._pre_roll + [chunk.audio])[-ep.config.start_ticks :]
-        if event is EndpointEvent.END:
-            assert ep.last_voiced_tick is not None
-            voiced_ticks = ep.last_voiced_tick - (ep.start_tick or 0) + 1
-            utterance = np.concatenate(self._recording[: voiced_ticks + 1])
-            self._recording = []
-            self._reply(utterance, ep.last_voiced_tick, chunk.tick)
+        step = self.turns.feed(chunk, lambda: self._replying and self.outbox.has_reply())
+        if step.barge_in:
+            self.interrupt()
+        if step.event is EndpointEvent.END:
+            turn = self.turns.end()
+            self._reply(turn.audio, turn.speech_end_tick, turn.end_tick)
 
-    def _reply(self, utterance: np.ndarray, speech_end_tick: int, end_tick: int) -> None:
+    def _reply(self, utterance: np.ndarray, speech_end_tick: int | None, end_tick: int) -> None:
         seconds = utterance.size / INPUT_RATE
         self.outbox.put(TranscriptDelta("user", f"({seconds:.1f} s of speech)", True, speech_end_tick, end_tick))
         text = f"You said {seconds:.1f} seconds of something; here it is."

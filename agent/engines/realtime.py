@@ -12,8 +12,6 @@ from the far side becomes `Error` events, never a crash.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import json
 import logging
@@ -28,20 +26,14 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from agent.engines.base import EngineEvent, Error, SpeechFrame, TextDelta, TranscriptDelta, TurnEnd
 from agent.engines.outbox import Outbox
+from agent.profiles import Profile
+from agent.wire import realtime as rt
 from media.aligner import AlignedChunk
 from media.clock import INPUT_RATE, OUTPUT_SAMPLES_PER_FRAME
-from media.pcm import StreamResampler, float_to_s16
+from media.pcm import StreamResampler
 
 log = logging.getLogger(__name__)
-RATE = 24_000
-KNOWN_PREFIXES = (
-    "session.",
-    "input_audio_buffer.",
-    "conversation.",
-    "response.",
-    "rate_limits.",
-    "transcription_session.",
-)
+RATE = rt.RATE
 
 
 class RealtimeEngine:
@@ -73,7 +65,7 @@ class RealtimeEngine:
     def endpoint(self) -> str:
         return self.url + (("&" if "?" in self.url else "?") + urlencode({"model": self.model}) if self.model else "")
 
-    async def open_session(self, profile: str, options: dict[str, Any] | None = None) -> RealtimeClientSession:
+    async def open_session(self, profile: Profile, options: dict[str, Any] | None = None) -> RealtimeClientSession:
         session = RealtimeClientSession(self)
         await session.connect()
         return session
@@ -114,8 +106,7 @@ class RealtimeClientSession:
                 if first.get("type") == "error":
                     raise ValueError(f"the realtime server refused: {first.get('error', {}).get('message', first)}")
                 if e.input_rate is None:  # 16 kHz where offered (our /v1/realtime): no resampling either side
-                    offered = (((first.get("session") or {}).get("audio") or {}).get("input") or {}).get("rates") or []
-                    rate = INPUT_RATE if INPUT_RATE in offered else RATE
+                    rate = INPUT_RATE if INPUT_RATE in rt.offered_rates(first.get("session")) else RATE
                     if rate != self._rate:
                         self._rate, self._up = rate, StreamResampler(INPUT_RATE, rate, quality="LQ")
                 break
@@ -128,21 +119,9 @@ class RealtimeClientSession:
                 raise ValueError(f"not a WebSocket URL: {e.url} ({exc})") from None
         else:
             raise ValueError(f"the realtime server at {e.url} cannot be reached ({last})")
-        session: dict[str, Any] = {
-            "type": "realtime",
-            "output_modalities": ["audio"],
-            "audio": {
-                "input": {
-                    "format": {"type": "audio/pcm", "rate": self._rate},
-                    "turn_detection": {"type": "server_vad"},
-                },
-                "output": {"format": {"type": "audio/pcm", "rate": RATE}},
-            },
-        }
-        if e.voice:
-            session["audio"]["output"]["voice"] = e.voice
+        update = rt.session_update(rt.session_object(self._rate, voice=e.voice))
         with contextlib.suppress(ConnectionClosed):  # the reader notices and reconnects
-            await self._ws.send(json.dumps({"type": "session.update", "session": session}))
+            await self._ws.send(json.dumps(update))
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._writer()), loop.create_task(self._reader())]
 
@@ -189,32 +168,26 @@ class RealtimeClientSession:
 
     def _on_event(self, raw: str | bytes) -> None:
         try:
-            ev = json.loads(raw)
-            kind = ev["type"]
-        except (json.JSONDecodeError, KeyError, TypeError):
+            ev = rt.parse_event(raw)
+        except rt.RealtimeError:
             self.outbox.put(Error("protocol", "the realtime server sent something that is not an event"))
             return
+        kind = ev["type"]
         if kind == "session.updated":
-            fmt = (((ev.get("session") or {}).get("audio") or {}).get("input") or {}).get("format") or {}
-            rate = fmt.get("rate", self._rate) if isinstance(fmt, dict) else self._rate
-            if rate != self._rate and rate in (16_000, 24_000):  # the server chose: follow it
+            rate = rt.input_rate(ev.get("session"))
+            if rate is not None and rate != self._rate and rate in rt.RATES:  # the server chose: follow it
                 self._rate, self._up = rate, StreamResampler(INPUT_RATE, rate, quality="LQ")
         elif kind == "conversation.item.input_audio_transcription.completed":
             self.outbox.put(TranscriptDelta("user", str(ev.get("transcript", "")), True))
-        elif kind in (
-            "response.output_audio_transcript.delta",
-            "response.audio_transcript.delta",
-            "response.output_text.delta",
-            "response.text.delta",
-        ):
+        elif kind in rt.TEXT_DELTAS:
             self._in_response = True
             self._transcript += str(ev.get("delta", ""))
             self.outbox.put(TextDelta(str(ev.get("delta", ""))))
-        elif kind in ("response.output_audio.delta", "response.audio.delta"):
+        elif kind in rt.AUDIO_DELTAS:
             self._in_response = True
             try:
-                pcm = np.frombuffer(base64.b64decode(ev.get("delta", ""), validate=True), "<i2")
-            except (binascii.Error, ValueError):
+                pcm = rt.decode_pcm16(ev.get("delta", ""))
+            except rt.RealtimeError:
                 self.outbox.put(Error("protocol", "undecodable audio from the realtime server"))
                 return
             self._audio(pcm.astype(np.float32) / 32768)
@@ -224,7 +197,7 @@ class RealtimeClientSession:
         elif kind == "error":
             err = ev.get("error") or {}
             self.outbox.put(Error(str(err.get("code") or "remote_error"), str(err.get("message", "unknown error"))))
-        elif not kind.startswith(KNOWN_PREFIXES):
+        elif not kind.startswith(rt.KNOWN_PREFIXES):
             self.outbox.put(Error("protocol", f"unknown event type {kind!r} from the realtime server"))
 
     def _audio(self, pcm: np.ndarray) -> None:
@@ -248,20 +221,14 @@ class RealtimeClientSession:
     def feed(self, chunk: AlignedChunk) -> None:
         pcm = self._up.process(chunk.audio)
         if pcm.size:
-            audio = base64.b64encode(float_to_s16(pcm).astype("<i2").tobytes()).decode()
-            self._queue({"type": "input_audio_buffer.append", "audio": audio})
+            self._queue(rt.append_audio(pcm))
 
     def send_text(self, text: str) -> None:
-        self._queue(
-            {
-                "type": "conversation.item.create",
-                "item": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]},
-            }
-        )
-        self._queue({"type": "response.create"})
+        self._queue(rt.user_text(text))
+        self._queue(rt.RESPONSE_CREATE)
 
     def interrupt(self) -> None:
-        self._queue({"type": "response.cancel"})
+        self._queue(rt.RESPONSE_CANCEL)
         if self._in_response or self.outbox.has_reply():
             self.outbox.cancel_reply()
             self._pcm = np.zeros(0, np.float32)

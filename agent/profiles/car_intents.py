@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from agent.engines.cascade.dialog import normalise
+from agent.profiles.dialog import normalise
 
 _UNITS = {
     "zero": 0,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.engines.cascade.dialog import DefaultAssistant, DialogContext, Reply
 from agent.profiles.car import Car
 from agent.profiles.car_intents import parse
+from agent.profiles.dialog import DefaultAssistant, DialogContext, Reply
 
 CAR_HELP = (
     "In the car I can open and close the windows and the sunroof, set the temperature, fan, air conditioning "
@@ -15,8 +15,6 @@ CAR_HELP = (
 
 
 class InCarAssistant:
-    barge_in = True
-
     def __init__(self) -> None:
         self.car = Car()
         self._general = DefaultAssistant()

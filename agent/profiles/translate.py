@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agent.engines.cascade.dialog import DialogContext, Reply
+from agent.profiles.dialog import DialogContext, Reply
 from media.pcm import StreamResampler
 
 MODES_DIR = Path(os.environ.get("APERTIUM_MODES", "/usr/share/apertium/modes"))
@@ -166,7 +166,6 @@ class Interpreter:
 
     source: str = "en"
     target: str = "es"
-    barge_in: bool = False  # the user's speech never cuts the interpretation
     segments: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:

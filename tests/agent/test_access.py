@@ -8,8 +8,8 @@ import ssl
 import pytest
 from websockets.asyncio.client import connect
 
-from agent.access import origin_ok, self_signed, token_ok
 from agent.client import AgentClient
+from agent.server.access import origin_ok, self_signed, token_ok
 from tests.support import make_config, running, ws_url
 
 

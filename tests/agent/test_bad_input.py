@@ -9,7 +9,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from agent.client import AgentClient, CameraTrack
-from agent.ice import rtc_configuration
+from agent.transport.ice import rtc_configuration
 from tests.support import healthy_round_trip, make_config, media_flowing, running, wait_until, ws_url
 
 

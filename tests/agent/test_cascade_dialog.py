@@ -2,7 +2,8 @@ import datetime as dt
 
 import pytest
 
-from agent.engines.cascade.dialog import DefaultAssistant, DialogContext, Seen, make_policy
+from agent.profiles.dialog import DefaultAssistant, DialogContext, Seen
+from agent.profiles.policies import make_policy
 
 NOW = dt.datetime(2026, 11, 29, 21, 5, tzinfo=dt.UTC)
 

@@ -44,7 +44,7 @@ async def test_barge_in_stops_speech_and_next_turn_is_answered(models, tmp_path)
         start = len(client.messages)
         client.mic.play(spoken("What can you do?", tmp_path))
         await client.wait_for(lambda m: m.get("state") == "speaking", 30, start)
-        session = next(iter(server.sessions.values())).peer.session
+        session = next(iter(server.sessions.values())).pump
         # barge in while speech is queued (well inside the ~8 s answer)
         assert await wait_until(lambda: session.framer.backlog_ms > 0, 20), "no speech was ever queued"
         turn = await ask(client, spoken("What time is it?", tmp_path))
@@ -102,12 +102,12 @@ async def test_camera_sessions_answer_in_parallel_and_slow_turn_keeps_others_flo
         slow = AgentClient(ws_url(server))
         for c in (face, empty, blind, slow):
             await c.connect()
-        slow_session = server.sessions[slow.answer["session"]].peer.engine_session
+        slow_session = server.sessions[slow.answer["session"]].pump.engine
         slow_session.policy = SlowPolicy(slow_session.policy)
         for c in (face, empty, blind, slow):
             await media_flowing(c)
         for c in (face, empty):  # the camera frames reach the aligner
-            aligner = server.sessions[c.answer["session"]].peer.aligner
+            aligner = server.sessions[c.answer["session"]].pump.aligner
             assert await wait_until(lambda a=aligner: a.stats.video_sampled >= 3, 20), "no camera frames arrived"
         slow_turn = asyncio.create_task(ask(slow, spoken("What time is it?", tmp_path)))
         await asyncio.sleep(0.3)

@@ -23,8 +23,8 @@ async def test_echo_stream_click_round_trip_and_continuity():
             await quiet_again(client, len(client.received.frames) - 10)
         # continuity is judged over at least 3 s of the returned stream
         await wait_until(lambda: len(client.received.times) >= 150, 20)
-        peer = next(iter(server.sessions.values())).peer
-        stats = peer.aligner.stats
+        pump = next(iter(server.sessions.values())).pump
+        stats = pump.aligner.stats
         await client.close()
     median = float(np.median(rtts))
     print(f"echo click round trip: median {median * 1000:.0f} ms, all {[round(r * 1000) for r in rtts]}")

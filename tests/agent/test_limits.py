@@ -68,7 +68,7 @@ async def test_video_resolution(limited):
     small = AgentClient(ws_url(server), video=CameraTrack(fps=5, size=(320, 240)))
     await small.connect()
     await media_flowing(small)
-    aligner = server.sessions[small.answer["session"]].peer.aligner
+    aligner = server.sessions[small.answer["session"]].pump.aligner
     assert await wait_until(lambda: aligner.stats.video_frames >= 5, 20), "the small camera's frames never arrived"
     assert not [m for m in small.messages if m["type"] == "error"]
     assert await healthy_round_trip(healthy) is not None

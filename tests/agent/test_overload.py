@@ -1,4 +1,4 @@
-from agent.overload import OverloadConfig, OverloadPolicy
+from agent.server.overload import OverloadConfig, OverloadPolicy
 
 
 def test_steps_up_one_level_at_a_time_and_recovers_with_hysteresis():

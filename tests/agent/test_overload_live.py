@@ -35,14 +35,14 @@ async def test_sheds_video_then_text_only_then_refuses_then_recovers():
     try:
         client = AgentClient(ws_url(server), video=CameraTrack(fps=10, size=(160, 120)))
         await client.connect()
-        session = server.sessions[client.answer["session"]].peer.session
+        session = server.sessions[client.answer["session"]].pump
         talking = asyncio.create_task(talk(client, stop))
         assert await wait_level(server, 1, 15), "video was not shed"
         assert session.queue.shed_video
         shed_before = session.queue.video_shed
         assert await wait_until(lambda: session.queue.video_shed > shed_before, 10)  # video really is dropped now
         assert await wait_level(server, 2, 10), "did not go text-only"
-        assert server.sessions[client.answer["session"]].peer.engine_session.text_only
+        assert server.sessions[client.answer["session"]].pump.engine.text_only
         assert await wait_level(server, 3, 10), "did not start refusing"
         refused = AgentClient(ws_url(server))
         with pytest.raises(RuntimeError, match="overloaded"):

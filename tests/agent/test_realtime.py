@@ -15,6 +15,7 @@ from agent.client import AgentClient
 from agent.engines.base import Error, TurnEnd
 from agent.engines.cascade.models import load_models
 from agent.engines.realtime import RealtimeEngine
+from agent.profiles import get_profile
 from agent.server import AgentServer
 from tests.support import ask, make_config, media_flowing, running, spoken, to_16k, wait_until, ws_url
 
@@ -102,7 +103,7 @@ async def test_remote_protocol_errors_become_error_events():
     async with serve(fake.handler, "127.0.0.1", 0) as srv:
         port = srv.sockets[0].getsockname()[1]
         engine = RealtimeEngine(url=f"ws://127.0.0.1:{port}/v1/realtime", retries=2, timeout=2)
-        session = await engine.open_session("default")
+        session = await engine.open_session(get_profile("default"))
         events = await collect(session, 6)
         errors = [e for e in events if isinstance(e, Error)]
         codes = [e.code for e in errors]
@@ -117,7 +118,7 @@ async def test_remote_protocol_errors_become_error_events():
 async def test_unreachable_server_is_a_clear_error():
     engine = RealtimeEngine(url="ws://127.0.0.1:9/v1/realtime", retries=1, timeout=1)
     with pytest.raises(ValueError, match="cannot be reached"):
-        await engine.open_session("default")
+        await engine.open_session(get_profile("default"))
     server = AgentServer(make_config("realtime"), engine=engine)
     await server.start()
     try:

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from agent.client import AgentClient
-from agent.workers import free_port
+from agent.server.workers import free_port
 from tests.support import media_flowing, scrape_metrics, scrape_until
 
 

@@ -23,12 +23,16 @@ from typing import Any
 import numpy as np
 
 from agent.engines.base import EngineEvent, Error, SpeechFrame, TextDelta, ToolCall, TranscriptDelta, TurnEnd
-from agent.engines.cascade.dialog import DialogContext, DialogPolicy, Reply, Seen, make_policy
 from agent.engines.cascade.models import SileroDetector, SpeechModels, load_models
 from agent.engines.outbox import Outbox
+from agent.profiles import Profile
+from agent.profiles.dialog import DialogContext, DialogPolicy, Reply, Seen
+from agent.profiles.policies import make_policy
+from agent.profiles.translate import close_all, voice
 from media.aligner import AlignedChunk
 from media.clock import INPUT_SAMPLES_PER_TICK, OUTPUT_SAMPLES_PER_FRAME, TICK_MS
-from media.endpoint import EndpointConfig, Endpointer, EndpointEvent, RecentFrames, Utterance
+from media.endpoint import EndpointConfig, EndpointEvent
+from media.turn_taking import TurnTaking
 
 log = logging.getLogger(__name__)
 
@@ -75,11 +79,11 @@ class CascadeEngine:
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
-    async def open_session(self, profile: str, options: dict[str, Any] | None = None) -> CascadeSession:
-        policy = await self.run(make_policy, profile, options)  # may start an apertium process
+    async def open_session(self, profile: Profile, options: dict[str, Any] | None = None) -> CascadeSession:
+        policy = await self.run(make_policy, profile.name, options)  # may start an apertium process
         detector = await self.run(SileroDetector)
-        end_silence = int((options or {}).get("end_silence_ms", self.end_silence_ms))
-        session = CascadeSession(self, policy, detector, end_silence)
+        end_silence = int((options or {}).get("end_silence_ms", profile.end_silence_ms or self.end_silence_ms))
+        session = CascadeSession(self, profile, policy, detector, end_silence)
         for call in getattr(policy, "initial_tool_calls", list)():
             session.outbox.put(ToolCall(call["name"], call["arguments"], call["result"]))
         return session
@@ -88,30 +92,34 @@ class CascadeEngine:
         """Who speaks `lang`: hibari for English, espeak-ng for others, None: captions only."""
         if lang == "en":
             return self.models.synthesizer
-        from agent.profiles.translate import voice
-
         return voice(lang)
 
     async def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
-        from agent.profiles.translate import close_all
-
         close_all()
 
 
 class CascadeSession:
     def __init__(
-        self, engine: CascadeEngine, policy: DialogPolicy, detector: SileroDetector, end_silence_ms: int
+        self,
+        engine: CascadeEngine,
+        profile: Profile,
+        policy: DialogPolicy,
+        detector: SileroDetector,
+        end_silence_ms: int,
     ) -> None:
         self.engine = engine
         self.models = engine.models
+        self.profile = profile
         self.policy = policy
         self.outbox = Outbox()
-        self.endpointer = Endpointer(EndpointConfig(pause_ms=engine.pause_ms, end_silence_ms=end_silence_ms), detector)
+        self.turns = TurnTaking(
+            EndpointConfig(pause_ms=engine.pause_ms, end_silence_ms=end_silence_ms),
+            detector,
+            barge_in=profile.barge_in,
+            keep_frames=6,
+        )
         self.history: list[tuple[str, str]] = []
-        self.utterance = Utterance()
-        self.frames = RecentFrames(keep=6)
-        self._tick = 0
         self._speculation: asyncio.Task[Prepared] | None = None
         self._reply: asyncio.Task[None] | None = None
         self._partial: asyncio.Task[None] | None = None
@@ -124,28 +132,24 @@ class CascadeSession:
     # ---- input ----
 
     def feed(self, chunk: AlignedChunk) -> None:
-        self._tick = chunk.tick
-        if chunk.video is not None:
-            self.frames.add(chunk.tick, chunk.video.image)
-        ep = self.endpointer
-        event = ep.update(chunk.tick, chunk.audio)
+        step = self.turns.feed(chunk, self._replying)
+        if step.barge_in:
+            self.interrupt()
+        event = step.event
         if event is EndpointEvent.START:
-            if self._replying() and self.policy.barge_in:
-                self.interrupt()  # barge-in: the user talks over the reply
             self._turn += 1
             self._last_partial_tick = chunk.tick
-        self.utterance.add(chunk.audio, event, ep.in_speech)
-        if event is EndpointEvent.PAUSE:
-            self._speculation = self._spawn(self._prepare_from_audio(self._utterance()))
+        elif event is EndpointEvent.PAUSE:
+            self._speculation = self._spawn(self._prepare_from_audio(_nonempty(self.turns.audio())))
         elif event is EndpointEvent.RESUME:
             self._drop_speculation()
         elif event is EndpointEvent.END:
             self._end_of_turn()
-        elif ep.in_speech and self.engine.partials:
+        elif self.turns.in_speech and self.engine.partials:
             self._maybe_partial(chunk.tick)
 
     def send_text(self, text: str) -> None:
-        if self._replying() and self.policy.barge_in:
+        if self._replying() and self.profile.barge_in:
             self.interrupt()
         self._turn += 1
         self._reply = self._spawn(self._deliver(self._spawn(self._prepare(text))))
@@ -174,10 +178,6 @@ class CascadeSession:
     def _replying(self) -> bool:
         return (self._reply is not None and not self._reply.done()) or self.outbox.has_reply()
 
-    def _utterance(self) -> np.ndarray:
-        audio = self.utterance.audio(self._tick, self.endpointer.last_voiced_tick)
-        return audio if audio.size else np.zeros(INPUT_SAMPLES_PER_TICK, np.float32)
-
     def _drop_speculation(self) -> None:
         if self._speculation is not None:
             self._speculation.cancel()
@@ -185,10 +185,10 @@ class CascadeSession:
 
     def _end_of_turn(self) -> None:
         self._speculated = self._speculation is not None
-        prepared = self._speculation or self._spawn(self._prepare_from_audio(self._utterance()))
+        turn = self.turns.end()
+        prepared = self._speculation or self._spawn(self._prepare_from_audio(_nonempty(turn.audio)))
         self._speculation = None
-        self._reply = self._spawn(self._deliver(prepared, self.endpointer.last_voiced_tick, self._tick))
-        self.utterance.clear()
+        self._reply = self._spawn(self._deliver(prepared, turn.speech_end_tick, turn.end_tick))
 
     def _maybe_partial(self, tick: int) -> None:
         if tick - self._last_partial_tick < PARTIAL_EVERY_TICKS or self.engine.in_flight:
@@ -196,11 +196,11 @@ class CascadeSession:
         if self._partial is not None and not self._partial.done():
             return
         self._last_partial_tick = tick
-        self._partial = self._spawn(self._partial_transcript(np.concatenate(self.utterance.chunks), self._turn))
+        self._partial = self._spawn(self._partial_transcript(np.concatenate(self.turns.utterance.chunks), self._turn))
 
     async def _partial_transcript(self, audio: np.ndarray, turn: int) -> None:
         text = await self.engine.run(self.models.recognizer.transcribe, audio)
-        if text and turn == self._turn and self.endpointer.in_speech:
+        if text and turn == self._turn and self.turns.in_speech:
             self.outbox.put(TranscriptDelta("user", text, False))
 
     async def _prepare_from_audio(self, audio: np.ndarray) -> Prepared:
@@ -217,7 +217,7 @@ class CascadeSession:
         return prepared
 
     async def _prepare(self, text: str) -> Prepared:
-        frames = self.frames.fresh(self._tick)[-3:]
+        frames = self.turns.images()[-3:]
 
         def seen() -> Seen:
             return Seen(self.models.faces.count_in(frames) if frames else None)
@@ -251,7 +251,7 @@ class CascadeSession:
         self._segment += 1
         user_extra: dict[str, Any] = {}
         reply_extra: dict[str, Any] = {"lang": p.reply.lang}
-        if p.reply.intent == "translate":
+        if self.profile.interpreting:
             user_extra = {"segment": self._segment, "lang": "en"}
             if speech_end_tick is not None and end_tick is not None:
                 user_extra["end_ms"] = (speech_end_tick + 1) * TICK_MS
@@ -277,6 +277,10 @@ class CascadeSession:
         task = asyncio.get_running_loop().create_task(coro)
         task.add_done_callback(_quiet)
         return task
+
+
+def _nonempty(audio: np.ndarray) -> np.ndarray:
+    return audio if audio.size else np.zeros(INPUT_SAMPLES_PER_TICK, np.float32)
 
 
 def _quiet(task: asyncio.Task[Any]) -> None:

@@ -40,12 +40,14 @@ from agent.engines.qwen3_omni.profiles import (
 from agent.engines.qwen3_omni.prompt import Prompter, join
 from agent.engines.qwen3_omni.scheduler import Job, Out, Scheduler, SchedulerStats
 from agent.engines.qwen3_omni.stream import Conversation, OmniStreamer, Reply, TurnInput
+from agent.profiles import Profile
 from media.aligner import AlignedChunk
-from media.endpoint import EndpointConfig, Endpointer, EndpointEvent, RecentFrames, Utterance
+from media.endpoint import EndpointConfig, EndpointEvent
+from media.turn_taking import TurnTaking
 
 log = logging.getLogger(__name__)
 
-MAX_TURN_TICKS = 375  # 30 s of audio per turn; beyond it the turn ends there (`turns_capped`)
+MAX_TURN_MS = 30_000  # a turn without a pause ends here
 MAX_TOOL_ROUNDS = 3  # tool calls answering tool results, before the turn ends without more
 
 
@@ -130,7 +132,7 @@ class QwenOmniEngine:
         """Work items in the latest batched step (the server's omni_engine_batch_size)."""
         return self.scheduler.stats.last_batch
 
-    async def open_session(self, profile: str, options: dict[str, Any] | None = None) -> QwenOmniSession:
+    async def open_session(self, profile: Profile, options: dict[str, Any] | None = None) -> QwenOmniSession:
         if self.detector is not None:
             detector = self.detector()
         else:
@@ -138,7 +140,7 @@ class QwenOmniEngine:
 
             detector = await asyncio.get_running_loop().run_in_executor(None, SileroDetector)
         opts = options or {}
-        end_silence = int(opts.get("end_silence_ms", 400 if profile == "translate" else self.end_silence_ms))
+        end_silence = int(opts.get("end_silence_ms", profile.end_silence_ms or self.end_silence_ms))
         session = QwenOmniSession(self, next(self._ids), setup(profile, opts), detector, end_silence)
         self._sessions[session.key] = session
         return session
@@ -191,13 +193,12 @@ class QwenOmniSession:
         self.profile = profile
         self.loop = asyncio.get_running_loop()
         self.outbox = Outbox()
-        self.endpointer = Endpointer(EndpointConfig(end_silence_ms=end_silence_ms), detector)
+        self.turns = TurnTaking(
+            EndpointConfig(end_silence_ms=end_silence_ms, max_turn_ms=MAX_TURN_MS), detector, profile.barge_in
+        )
         self.conv = Conversation()
         self.text_only = False
         self.turns_cut = 0  # turns dropped from the context
-        self.utterance = Utterance()  # the same cut of the audio at the pause and at the end of the turn
-        self.frames = RecentFrames()
-        self._tick = 0
         self._reply: Reply | None = None
         self._text: list[int] = []
         self._said = ""
@@ -212,24 +213,15 @@ class QwenOmniSession:
     # ---- input ----
 
     def feed(self, chunk: AlignedChunk) -> None:
-        self._tick = chunk.tick
-        if chunk.video is not None:
-            self.frames.add(chunk.tick, chunk.video.image)
-        ep = self.endpointer
-        event = ep.update(chunk.tick, chunk.audio)
-        if event is EndpointEvent.START:
-            if self._replying() and self.profile.barge_in:
-                self.interrupt()
-        self.utterance.add(chunk.audio, event, ep.in_speech)
-        if event is EndpointEvent.PAUSE:
+        step = self.turns.feed(chunk, self._replying)
+        if step.barge_in:
+            self.interrupt()
+        if step.event is EndpointEvent.PAUSE:
             self._speculate()
-        elif event is EndpointEvent.RESUME:
+        elif step.event is EndpointEvent.RESUME:
             self._drop_speculation()
-        capped = ep.in_speech and len(self.utterance) >= MAX_TURN_TICKS
-        if capped:
-            log.info("qwen3-omni: a turn reached %d s without a pause; it ends here", MAX_TURN_TICKS * 80 // 1000)
-        if event is EndpointEvent.END or capped:
-            self._end_of_turn(ep.last_voiced_tick, chunk.tick)
+        elif step.event is EndpointEvent.END:
+            self._end_of_turn()
 
     def send_text(self, text: str) -> None:
         if self._replying() and self.profile.barge_in:
@@ -265,7 +257,7 @@ class QwenOmniSession:
 
     def _images(self) -> list[np.ndarray]:
         """The oldest and the newest frame of the last 3.2 s: what changed while the user spoke."""
-        fresh = self.frames.fresh(self._tick)
+        fresh = self.turns.images()
         return fresh[:1] + fresh[-1:] if len(fresh) > 1 else fresh
 
     def _speculate(self) -> None:
@@ -274,7 +266,7 @@ class QwenOmniSession:
         eng = self.engine
         if not eng.speculate or self._reply is not None:
             return
-        audio, images = self.utterance.audio(self._tick, self.endpointer.last_voiced_tick), self._images()
+        audio, images = self.turns.audio(), self._images()
         reply = self._new_reply()
         self._spec = (reply, audio, images)
         build = self._builder(lambda: eng.prompter.turn(audio=audio, images=images), reply, speculative=True)
@@ -286,18 +278,19 @@ class QwenOmniSession:
             self._spec = None
             self.engine.command(lambda: self.engine.scheduler.cancel_reply(self.key, reply))
 
-    def _end_of_turn(self, speech_end_tick: int | None, end_tick: int) -> None:
+    def _end_of_turn(self) -> None:
         spec, self._spec = self._spec, None
+        ended = self.turns.end()
+        speech_end_tick, end_tick = ended.speech_end_tick, ended.end_tick
         if spec is not None:
             _, audio, images = spec  # the held turn was made from exactly this audio
         else:
-            audio, images = self.utterance.audio(self._tick, self.endpointer.last_voiced_tick), self._images()
-        self.utterance.clear()
+            audio, images = ended.audio, self._images()
         self._segment += 1
         self._tool_rounds = 0
         seconds = audio.size / 16_000
         extra: dict[str, Any] = {"seconds": round(seconds, 2)}
-        if self.profile.name == "translate":
+        if self.profile.interpreting:
             extra.update(segment=self._segment, lang=self.profile.extra["source_lang"])
         self.outbox.put(TranscriptDelta("user", f"[{seconds:.1f} s of speech]", True, speech_end_tick, end_tick, extra))
         eng = self.engine
@@ -427,7 +420,7 @@ class QwenOmniSession:
                 self._submit(lambda: self.engine.prompter.turn(text=response))
                 return
         extra: dict[str, Any] = {}
-        if self.profile.name == "translate":
+        if self.profile.interpreting:
             extra = {"segment": self._reply_segment, "lang": self.profile.extra["target_lang"]}
         self.outbox.put(TranscriptDelta("assistant", text.strip(), True, extra=extra))
         self.outbox.put(TurnEnd(stages=stages))

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.profiles import Profile
 from agent.profiles.car import TOOLS, Car
 
 LANGS = {
@@ -100,11 +101,18 @@ def starts_tool_call(text: str) -> bool:
 
 @dataclass
 class ProfileSetup:
-    name: str
+    profile: Profile
     system: str
-    barge_in: bool = True
     car: Car | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def barge_in(self) -> bool:
+        return self.profile.barge_in
+
+    @property
+    def interpreting(self) -> bool:
+        return self.profile.interpreting
 
     def run_calls(self, calls: list[ParsedCall]) -> list[dict[str, Any]]:
         """Validate and execute; every call gets a result, refusals included."""
@@ -136,13 +144,12 @@ def tool_response_text(results: list[dict[str, Any]]) -> str:
     )
 
 
-def setup(profile: str, options: dict[str, Any] | None = None) -> ProfileSetup:
+def setup(profile: Profile, options: dict[str, Any] | None = None) -> ProfileSetup:
+    """The prompt for a profile: tools where it has a car, the languages where it interprets."""
     opts = options or {}
-    if profile == "in_car":
-        return ProfileSetup(profile, CAR_PROMPT + tools_block(TOOLS), car=Car())
-    if profile == "translate":
+    if profile.interpreting:
         src, tgt = opts.get("source_lang", "en"), opts.get("target_lang", "es")
-        return ProfileSetup(
-            profile, translate_prompt(src, tgt), barge_in=False, extra={"source_lang": src, "target_lang": tgt}
-        )
+        return ProfileSetup(profile, translate_prompt(src, tgt), extra={"source_lang": src, "target_lang": tgt})
+    if profile.vehicle:
+        return ProfileSetup(profile, CAR_PROMPT + tools_block(TOOLS), car=Car())
     return ProfileSetup(profile, DEFAULT_PROMPT)

@@ -3,7 +3,7 @@ import time
 import numpy as np
 import pytest
 
-from agent.engines.cascade.dialog import make_policy
+from agent.profiles.policies import make_policy
 from agent.profiles.translate import EspeakVoice, TranslationUnavailable, Translator, available_pairs
 
 

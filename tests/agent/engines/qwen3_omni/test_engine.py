@@ -10,6 +10,7 @@ from transformers.generation.logits_process import LogitsProcessor, LogitsProces
 
 from agent.engines.base import SpeechFrame, ToolCall, TranscriptDelta, TurnEnd
 from agent.engines.qwen3_omni.engine import QwenOmniEngine
+from agent.profiles import get_profile
 from media.endpoint import EnergyDetector
 
 
@@ -54,7 +55,7 @@ async def in_car_turn(tiny, call: str, said: str, max_reply_s: float) -> tuple[l
     eng = engine(tiny, max_reply_s=max_reply_s)
     forced = tiny.tokenizer.encode(call, add_special_tokens=False)
     eng.streamer.thinker_processors = LogitsProcessorList([Say(forced, eng.streamer.eos)])
-    session = await eng.open_session("in_car")
+    session = await eng.open_session(get_profile("in_car"))
     try:
         session.send_text(said)
         return await turn_events(session), session
@@ -91,7 +92,7 @@ async def test_an_invalid_tool_call_is_refused_and_changes_nothing(tiny):
 
 async def test_text_only_mode_answers_without_speech(tiny):
     eng = engine(tiny)
-    session = await eng.open_session("default")
+    session = await eng.open_session(get_profile("default"))
     session.text_only = True
     try:
         session.send_text("Hello")
@@ -106,7 +107,7 @@ async def test_text_only_mode_answers_without_speech(tiny):
 
 async def test_long_conversation_stays_within_its_context(tiny):
     eng = engine(tiny, max_context=400, max_reply_tokens=40, max_reply_s=0.5)
-    session = await eng.open_session("default")
+    session = await eng.open_session(get_profile("default"))
     lengths = []
     try:
         for i in range(6):
@@ -130,7 +131,7 @@ async def test_spoken_turns_with_camera_frames(tiny):
     from media.aligner import AlignedChunk, VideoSample
 
     eng = engine(tiny, max_reply_s=0.5, end_silence_ms=240)
-    session = await eng.open_session("default")
+    session = await eng.open_session(get_profile("default"))
     rng = np.random.default_rng(0)
     try:
         for tick in range(40):
@@ -152,7 +153,7 @@ async def test_spoken_turns_with_camera_frames(tiny):
 async def test_interpreting_queues_segments_and_never_cuts_one_off(tiny):
     """translate: the user goes on talking; each segment (ended by a pause) gets its own full reply, in order."""
     eng = engine(tiny, max_reply_s=1.0)
-    session = await eng.open_session("translate", {"source_lang": "en", "target_lang": "es"})
+    session = await eng.open_session(get_profile("translate"), {"source_lang": "en", "target_lang": "es"})
     rng = np.random.default_rng(1)
     from media.aligner import AlignedChunk
 

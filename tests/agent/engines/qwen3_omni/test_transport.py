@@ -28,7 +28,7 @@ def serving(loaded, **engine):
 
 
 def session_of(server):
-    return next(iter(server.sessions.values())).peer.session
+    return next(iter(server.sessions.values())).pump
 
 
 async def test_spoken_turn_gets_continuous_speech_frames(tiny_fast, tmp_path):

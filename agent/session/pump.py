@@ -1,10 +1,13 @@
-"""ThinkerTalkerSession: one conversation between the media path and an engine.
+"""SessionPump: one conversation between a transport and an engine, whichever way it came in.
 
-The asyncio adapter around the sans-I/O parts: chunks from the aligner wait
-in a bounded `ChunkQueue` and are fed to the engine; the engine's events are
-read in order: speech goes to the output framer (generated speech only a
-little ahead of playback, so a barge-in has little to throw away), the rest
-becomes wire messages through `send`.
+The asyncio adapter around the sans-I/O parts. Input is aligned onto the
+80 ms clock (`FrameAligner`) and waits in a bounded `ChunkQueue` to be fed to
+the engine; the engine's events are read in order: speech goes to the
+output framer (generated speech only a little ahead of playback, so a
+barge-in has little to throw away), the rest becomes session messages.
+Every message to the client passes `emit`: recorded in the transcript,
+counted, and handed to the transport, which writes it in its own protocol.
+A turn whose engine falls silent for the turn deadline is cut.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from agent.config import MediaConfig
 from agent.engines.base import (
@@ -26,29 +29,65 @@ from agent.engines.base import (
     TranscriptDelta,
     TurnEnd,
 )
-from agent.turns import TurnTracker
-from media.aligner import AlignedChunk
+from agent.session.transcripts import TranscriptLog
+from agent.session.turns import TurnTracker
+from media.aligner import AlignedChunk, AlignerConfig, AudioInput, FrameAligner, VideoInput
+from media.av_convert import to_rgb
 from media.chunk_queue import ChunkQueue
 from media.framer import OutputFramer
 
 log = logging.getLogger(__name__)
 Send = Callable[[dict[str, Any]], None]
 
+# What a session counts, summed over sessions by the server's /metrics.
+ALIGNER_COUNTERS = (
+    "audio_samples_dropped",
+    "audio_samples_filled",
+    "audio_reordered",
+    "audio_resets",
+    "audio_garbage_samples",
+    "video_frames",
+    "video_dropped",
+    "video_repeated",
+    "video_blended",
+    "video_missing",
+    "video_resyncs",
+    "video_duplicates",
+    "video_late",
+)
 
-class ThinkerTalkerSession:
+
+class SessionObserver(Protocol):
+    """What the server above learns of a session: each finished turn's figures, each error sent."""
+
+    def turn_done(self, session_id: str, figures: dict[str, Any]) -> None: ...
+
+    def error_sent(self, code: str) -> None: ...
+
+
+class SessionPump:
     def __init__(
         self,
+        session_id: str,
         engine: EngineSession,
         send: Send,
         live_output: bool,
         media: MediaConfig | None = None,
+        observer: SessionObserver | None = None,
+        transcript: TranscriptLog | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         cfg = media or MediaConfig()
+        self.id = session_id
         self.engine = engine
         self.send = send
+        self.observer = observer
+        self.transcript = transcript
         self.live_output = live_output
         self.clock = clock
+        self.aligner = FrameAligner(
+            AlignerConfig(video_fps=cfg.video_fps, max_video_pixels=cfg.max_video_pixels), to_rgb
+        )
         self.queue = ChunkQueue(capacity=cfg.queue_ticks)
         self.framer = OutputFramer(max_backlog_ms=cfg.live_backlog_ms if live_output else cfg.output_backlog_ms)
         self.lead_ms = cfg.output_lead_ms
@@ -63,7 +102,15 @@ class ThinkerTalkerSession:
         self._events: asyncio.Task[None] | None = None
         self._restart = False
 
-    # ---- from the transport and the page ----
+    # ---- from the transport and the client ----
+
+    def push_audio(self, audio: AudioInput) -> None:
+        """Audio as the transport got it; MediaError if it cannot be used."""
+        for chunk in self.aligner.push_audio(audio):
+            self.push_chunk(chunk)
+
+    def push_video(self, video: VideoInput) -> None:
+        self.aligner.push_video(video)
 
     def push_chunk(self, chunk: AlignedChunk) -> None:
         self.queue.push(chunk)
@@ -73,9 +120,43 @@ class ThinkerTalkerSession:
         self.engine.send_text(text)
 
     def interrupt(self) -> None:
-        """The page asked to stop: silence within one 20 ms packet."""
+        """The client asked to stop: silence within one 20 ms packet."""
         self.engine.interrupt()
         self.framer.flush()
+
+    def set_load(self, shed_video: bool, text_only: bool) -> None:
+        """The server's overload policy: drop all video; answer new turns in text only."""
+        self.queue.shed_video = shed_video
+        self.engine.text_only = text_only
+
+    def emit(self, msg: dict[str, Any]) -> None:
+        """One message to the client, whoever made it (the pump, the transport): recorded, counted, sent."""
+        if self.transcript is not None:
+            self.transcript.record(msg)
+        if self.observer is not None:
+            if msg["type"] == "metrics":
+                self.observer.turn_done(self.id, msg)
+            elif msg["type"] == "error":
+                self.observer.error_sent(msg.get("code", "unknown"))
+        self.send(msg)
+
+    # ---- what it counted ----
+
+    def counters(self) -> dict[str, float]:
+        """Cumulative counts, flattened; the server sums them over live and ended sessions."""
+        out: dict[str, float] = {f"aligner_{k}": getattr(self.aligner.stats, k) for k in ALIGNER_COUNTERS}
+        out["ring_audio_dropped"] = self.queue.audio.stats.dropped
+        out["ring_video_dropped"] = self.queue.video.stats.dropped
+        out["ring_video_shed"] = self.queue.video_shed
+        out["output_underruns"] = self.framer.stats.underruns
+        out["output_dropped_samples"] = self.framer.stats.dropped_samples
+        out["output_flushed_samples"] = self.framer.stats.flushed_samples
+        out["output_frames"] = self.framer.stats.frames
+        return out
+
+    def occupancy(self) -> tuple[int, int]:
+        """Audio and video items queued now."""
+        return len(self.queue.audio), len(self.queue.video)
 
     # ---- loops ----
 
@@ -94,6 +175,7 @@ class ThinkerTalkerSession:
                     self._restart = False  # a hung turn was cut: read the engine's events afresh
         finally:
             feed.cancel()
+            self._disarm_deadline()
             if not feed.cancelled() and feed.done() and feed.exception() is not None:
                 raise feed.exception()  # type: ignore[misc]
 
@@ -183,4 +265,4 @@ class ThinkerTalkerSession:
 
     def _emit(self, messages: list[dict[str, Any]]) -> None:
         for m in messages:
-            self.send(m)
+            self.emit(m)

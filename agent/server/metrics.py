@@ -1,59 +1,27 @@
 """Prometheus metrics for one server process.
 
-Labels are bounded (stage, kind, level): never a session id. Per-session
-counters (aligner, rings, output) live in the sessions' sans-I/O objects;
-a collector sums them at scrape time over live sessions plus the totals
-of ended ones, so nothing is counted twice and nothing is lost.
+Labels are bounded (stage, kind, level): never a session id. Each session's
+pump counts (aligner, rings, output) and says so through `counters()`; a
+collector sums them at scrape time over live sessions plus the totals of
+ended ones, so nothing is counted twice and nothing is lost.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-if TYPE_CHECKING:
-    from agent.peer import PeerSession
+from agent.session.pump import ALIGNER_COUNTERS, SessionPump
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 STAGES = ("endpoint", "first_text", "first_audio", "voice_to_voice")
-ALIGNER_COUNTERS = (
-    "audio_samples_dropped",
-    "audio_samples_filled",
-    "audio_reordered",
-    "audio_resets",
-    "audio_garbage_samples",
-    "video_frames",
-    "video_dropped",
-    "video_repeated",
-    "video_blended",
-    "video_missing",
-    "video_resyncs",
-    "video_duplicates",
-    "video_late",
-)
-
-
-def session_counts(peer: PeerSession) -> dict[str, float]:
-    """What one session has counted so far, flattened."""
-    out: dict[str, float] = {f"aligner_{k}": getattr(peer.aligner.stats, k) for k in ALIGNER_COUNTERS}
-    s = peer.session
-    if s is not None:
-        for kind, ring in (("audio", s.queue.audio), ("video", s.queue.video)):
-            out[f"ring_{kind}_dropped"] = ring.stats.dropped
-        out["ring_video_shed"] = s.queue.video_shed
-        out["output_underruns"] = s.framer.stats.underruns
-        out["output_dropped_samples"] = s.framer.stats.dropped_samples
-        out["output_flushed_samples"] = s.framer.stats.flushed_samples
-        out["output_frames"] = s.framer.stats.frames
-    return out
 
 
 class ServerMetrics:
-    def __init__(self, live: Callable[[], Iterable[PeerSession]]) -> None:
+    def __init__(self, live: Callable[[], Iterable[SessionPump]]) -> None:
         self.registry = CollectorRegistry()
         self._live = live
         self._retired: dict[str, float] = {}
@@ -81,9 +49,9 @@ class ServerMetrics:
         self.errors = Counter("omni_errors", "Error messages sent to clients", ["code"], registry=r)
         r.register(_SessionCollector(self))
 
-    def retire(self, peer: PeerSession) -> None:
+    def retire(self, pump: SessionPump) -> None:
         """A session ended: keep its counts in the totals."""
-        for k, v in session_counts(peer).items():
+        for k, v in pump.counters().items():
             self._retired[k] = self._retired.get(k, 0) + v
 
     def observe_turn(self, msg: dict[str, float | None]) -> None:
@@ -104,12 +72,12 @@ class _SessionCollector(Collector):
         live = list(self.metrics._live())
         totals = dict(self.metrics._retired)
         audio_depth = video_depth = 0
-        for peer in live:
-            for k, v in session_counts(peer).items():
+        for pump in live:
+            for k, v in pump.counters().items():
                 totals[k] = totals.get(k, 0) + v
-            if peer.session is not None:
-                audio_depth += len(peer.session.queue.audio)
-                video_depth += len(peer.session.queue.video)
+            audio, video = pump.occupancy()
+            audio_depth += audio
+            video_depth += video
         yield GaugeMetricFamily("omni_sessions_live", "Sessions now", value=len(live))
         occupancy = GaugeMetricFamily("omni_ring_occupancy", "Items queued, summed over sessions", labels=["kind"])
         occupancy.add_metric(["audio"], audio_depth)

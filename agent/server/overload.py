@@ -12,39 +12,37 @@ level does not flap):
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from enum import IntEnum
 
 import numpy as np
 
-LEVELS = ("normal", "shed_video", "text_only", "refuse")
+from agent.config import OverloadConfig
+
+LAG_WINDOW = 50  # recent loop-lag samples considered (one every 100 ms)
+ENTER = (1.0, 1.5, 2.0)  # pressure needed to be at levels 1, 2, 3
+CALM = 0.7  # a level is left below this share of the pressure that entered it
 
 
-@dataclass
-class OverloadConfig:
-    first_audio_p95_ms: float = 1500.0
-    loop_lag_p95_ms: float = 100.0
-    escalate_s: float = 2.0  # pressure this long moves one level up
-    recover_s: float = 10.0  # calm this long moves one level down
-    window_s: float = 30.0  # samples older than this no longer count (a text-only server has no speech to time)
-    lag_window: int = 50  # recent loop-lag samples considered (one every 100 ms)
-    # pressure needed to be at each level, and below which it recovers
-    enter: tuple[float, float, float] = (1.0, 1.5, 2.0)
-    calm: float = 0.7
+class Level(IntEnum):
+    NORMAL = 0
+    SHED_VIDEO = 1
+    TEXT_ONLY = 2
+    REFUSE = 3
 
 
 class OverloadPolicy:
     def __init__(self, config: OverloadConfig | None = None) -> None:
         self.config = config or OverloadConfig()
-        self.level = 0
+        self.level = Level.NORMAL
         self.transitions = 0
         self._first_audio: deque[tuple[float, float]] = deque(maxlen=256)  # (time, ms)
-        self._lag: deque[float] = deque(maxlen=self.config.lag_window)
+        self._lag: deque[float] = deque(maxlen=LAG_WINDOW)
         self._since: float | None = None  # when the current trend began
         self._trend = 0  # +1 escalating, -1 recovering
 
     @property
     def name(self) -> str:
-        return LEVELS[self.level]
+        return Level(self.level).name.lower()
 
     def observe_first_audio(self, ms: float, now: float) -> None:
         self._first_audio.append((now, ms))
@@ -61,14 +59,14 @@ class OverloadPolicy:
             p = max(p, float(np.percentile(self._lag, 95)) / cfg.loop_lag_p95_ms)
         return p
 
-    def update(self, now: float) -> int | None:
+    def update(self, now: float) -> Level | None:
         """Re-evaluate; returns the new level when it changed."""
         cfg = self.config
         while self._first_audio and self._first_audio[0][0] < now - cfg.window_s:
             self._first_audio.popleft()
         p = self.pressure()
-        want_up = self.level < len(cfg.enter) and p >= cfg.enter[self.level]
-        want_down = self.level > 0 and p < cfg.enter[self.level - 1] * cfg.calm
+        want_up = self.level < len(ENTER) and p >= ENTER[self.level]
+        want_down = self.level > 0 and p < ENTER[self.level - 1] * CALM
         trend = 1 if want_up else -1 if want_down else 0
         if trend != self._trend:
             self._trend, self._since = trend, now
@@ -76,7 +74,7 @@ class OverloadPolicy:
         if trend == 0 or self._since is None:
             return None
         if now - self._since >= (cfg.escalate_s if trend > 0 else cfg.recover_s):
-            self.level += trend
+            self.level = Level(self.level + trend)
             self.transitions += 1
             self._since = now
             return self.level

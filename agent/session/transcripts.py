@@ -9,17 +9,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import time
 from pathlib import Path
 from typing import IO, Any
 
 KEEP = ("transcript", "tool", "metrics", "error")
-
-
-def default_dir() -> str:
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return os.path.join(base, "omni-agent", "transcripts")
 
 
 class TranscriptLog:

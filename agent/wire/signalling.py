@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from agent.config import PROFILES
+from agent.profiles import NAMES as PROFILES
 
 CLIENT_TYPES = ("offer", "text", "interrupt", "bye", "client_metrics")
 MAX_TEXT_CHARS = 2000

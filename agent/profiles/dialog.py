@@ -1,10 +1,10 @@
 """Dialog policies: from what the user said to what the agent answers.
 
-A policy is chosen by the session's profile. `default` is a small, honest
-assistant: it tells the time and date, repeats what it heard, says what it can
-do, answers whether it sees the user and how many people are in view, and
-says plainly when it did not understand. The in-car and translation
-profiles plug in here too.
+`DefaultAssistant` is a small, honest assistant: it tells the time and date,
+repeats what it heard, says what it can do, answers whether it sees the user
+and how many people are in view, and says plainly when it did not
+understand. The in-car and translation policies build on these types;
+`policies.make_policy` picks one for a profile.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class Reply:
 
 
 class DialogPolicy(Protocol):
-    barge_in: bool  # may the user's speech cut the agent's?
+    """Whether the user may talk over a reply is the `Profile`'s say (agent/profiles/__init__.py), not the policy's."""
 
     def reply(self, text: str, ctx: DialogContext) -> Reply: ...
 
@@ -84,8 +84,6 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 
 
 class DefaultAssistant:
-    barge_in = True
-
     def reply(self, text: str, ctx: DialogContext) -> Reply:
         said = normalise(text)
         if not said:
@@ -127,22 +125,3 @@ class DefaultAssistant:
         if intent == "thanks":
             return "You're welcome."
         return "Goodbye! Talk to you later."
-
-
-def make_policy(profile: str, options: dict[str, Any] | None = None) -> DialogPolicy:
-    """The policy for a profile; `options` carries e.g. the translation languages."""
-    opts = options or {}
-    if profile == "default":
-        return DefaultAssistant()
-    if profile == "in_car":
-        from agent.profiles.in_car import InCarAssistant
-
-        return InCarAssistant()
-    if profile == "translate":
-        from agent.profiles.translate import Interpreter, TranslationUnavailable
-
-        try:
-            return Interpreter(opts.get("source_lang", "en"), opts.get("target_lang", "es"))
-        except TranslationUnavailable as exc:
-            raise ValueError(str(exc)) from None
-    raise ValueError(f"unknown profile {profile!r}")

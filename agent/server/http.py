@@ -1,0 +1,51 @@
+"""The plain HTTP side of the server: the page, `/healthz`, `/metrics`; WebSocket paths pass through."""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+from collections.abc import Callable
+from http import HTTPStatus
+from pathlib import Path
+from typing import Any
+
+from websockets.asyncio.server import ServerConnection
+from websockets.datastructures import Headers
+from websockets.http11 import Request, Response
+
+WEBSOCKET_PATHS = ("/ws", "/v1/realtime")
+
+
+class HttpRoutes:
+    def __init__(self, web_dir: str, metrics: Callable[[], bytes], health: Callable[[], dict[str, Any]]) -> None:
+        self.web_dir = Path(web_dir).resolve()
+        self.metrics = metrics
+        self.health = health
+
+    def __call__(self, connection: ServerConnection, request: Request) -> Response | None:
+        path = request.path.split("?", 1)[0]
+        if path in WEBSOCKET_PATHS:
+            return None  # the WebSocket handshake goes on
+        if path == "/metrics":
+            return response(connection, HTTPStatus.OK, self.metrics(), "text/plain; version=0.0.4")
+        if path == "/healthz":
+            return response(connection, HTTPStatus.OK, json.dumps(self.health()).encode(), "application/json")
+        name = "index.html" if path in ("/", "") else path.lstrip("/")
+        target = (self.web_dir / name).resolve()
+        if self.web_dir not in target.parents or not target.is_file():
+            return response(connection, HTTPStatus.NOT_FOUND, b"not found\n", "text/plain")
+        ctype = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+        return response(connection, HTTPStatus.OK, target.read_bytes(), ctype)
+
+
+def response(connection: ServerConnection, status: HTTPStatus, body: bytes, ctype: str) -> Response:
+    base = connection.respond(status, "")
+    headers = Headers()
+    for name in ("Date", "Server", "Connection"):
+        if name in base.headers:
+            headers[name] = base.headers[name]
+    charset = "; charset=utf-8" if ctype.startswith("text/") or "javascript" in ctype else ""
+    headers["Content-Type"] = ctype + charset
+    headers["Content-Length"] = str(len(body))
+    headers["Cache-Control"] = "no-cache"
+    return Response(base.status_code, base.reason_phrase, headers, body)

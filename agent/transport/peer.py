@@ -1,0 +1,118 @@
+"""One aiortc peer per `/ws` session, wired as in docs/architecture.md.
+
+Inbound audio and video are drained into the session pump (whose aligner
+puts them on the 80 ms clock); speech leaves through the
+OutboundAudioTrack, paced from the pump's framer. An ICE failure, a dead
+audio track or audio that stops for `audio_timeout_s` ends the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Any
+
+from aiortc import RTCPeerConnection, RTCSessionDescription
+
+from agent.config import Config
+from agent.transport.connection import Connection
+from agent.transport.ice import rtc_configuration
+from agent.wire.signalling import ProtocolError
+from media.aligner import MediaError
+from media.av_convert import audio_input, video_input
+from media.tracks import OutboundAudioTrack, drain, tune_jitter_buffers
+
+log = logging.getLogger(__name__)
+
+
+class Peer:
+    def __init__(self, conn: Connection, config: Config) -> None:
+        self.conn = conn
+        self.config = config
+        self.pc: RTCPeerConnection | None = None
+        self.outbound: OutboundAudioTrack | None = None
+        self.has_video = False
+        self.last_audio = time.monotonic()
+
+    async def answer(self, sdp: str, options: dict[str, Any]) -> str:
+        pc = RTCPeerConnection(rtc_configuration(self.config.ice.servers))
+        self.pc = pc
+        pc.on("track", self._on_track)
+        pc.on("connectionstatechange", self._on_state)
+        try:
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type="offer"))
+        except Exception as exc:  # aiortc raises ValueError, KeyError, ... on odd SDP
+            raise ProtocolError("bad_sdp", f"the offer could not be used: {exc or type(exc).__name__}", True) from None
+        if not any(t.kind == "audio" for t in pc.getTransceivers()):
+            raise ProtocolError("bad_sdp", "the offer has no usable audio section", True)
+        tune_jitter_buffers(pc, self.config.media.jitter_prefetch)
+        try:
+            pump = await self.conn.open_session(self.config, options)
+        except ValueError as exc:
+            raise ProtocolError("engine", str(exc), True) from None
+        self.outbound = OutboundAudioTrack(pump.framer)
+        pc.addTrack(self.outbound)  # joins the offered audio transceiver: sendrecv
+        self.last_audio = time.monotonic()
+        self.conn.spawn(self._watchdog(), "watchdog")
+        answer = await pc.createAnswer()
+        await pc.setLocalDescription(answer)
+        return pc.localDescription.sdp
+
+    def _on_track(self, track: Any) -> None:
+        if track.kind == "audio":
+            self.conn.spawn(self._drain_audio(track), "audio")
+        elif track.kind == "video":
+            self.has_video = True
+            self.conn.spawn(drain(track, self._on_video), "video")
+
+    async def _drain_audio(self, track: Any) -> None:
+        await drain(track, self._on_audio)
+        self.conn.end("the audio track ended")
+
+    async def _watchdog(self) -> None:
+        limit = self.config.media.audio_timeout_s
+        while True:
+            await asyncio.sleep(min(0.5, limit / 4))
+            silent = time.monotonic() - self.last_audio
+            if silent > limit:
+                self.conn.fail("timeout", f"no audio arrived for {silent:.1f} s; ending the session")
+                return
+
+    def _on_audio(self, frame: Any) -> None:
+        pump = self.conn.pump
+        assert pump is not None
+        self.last_audio = time.monotonic()
+        try:
+            pump.push_audio(audio_input(frame))
+        except MediaError as exc:
+            self.conn.fail("bad_request", f"unusable audio: {exc}")
+
+    def _on_video(self, frame: Any) -> None:
+        pump = self.conn.pump
+        assert pump is not None
+        limit = self.config.media.max_video_pixels
+        if frame.width * frame.height > limit:
+            self.conn.fail(
+                "bad_request", f"video of {frame.width}x{frame.height} is larger than allowed ({limit} pixels)"
+            )
+            return
+        try:
+            pump.push_video(video_input(frame))
+        except MediaError as exc:
+            self.conn.fail("bad_request", f"unusable video: {exc}")
+
+    async def _on_state(self) -> None:
+        assert self.pc is not None
+        state = self.pc.connectionState
+        log.debug("session %s: connection %s", self.conn.id, state)
+        if state in ("failed", "closed"):
+            self.conn.end(f"the connection {state}")
+
+    async def close(self) -> None:
+        if self.outbound is not None:
+            self.outbound.stop()
+        if self.pc is not None:
+            with contextlib.suppress(Exception):
+                await self.pc.close()

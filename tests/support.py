@@ -9,7 +9,9 @@ but judges the same way.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import json
 import re
 import shutil
 import subprocess
@@ -159,6 +161,66 @@ class SlowEcho(EchoEngine):
 
 def burst() -> np.ndarray:
     t = np.arange(int(0.5 * RATE)) / RATE
+    return (0.4 * np.sin(2 * np.pi * 300 * t)).astype(np.float32)
+
+
+class RealtimeClient:
+    """A plain WebSocket client of `/v1/realtime` that keeps every event it receives, in order."""
+
+    def __init__(self, server: AgentServer, key: str = "") -> None:
+        self.url = f"ws://127.0.0.1:{server.port}/v1/realtime"
+        self.headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self.events: list[dict[str, Any]] = []
+        self.ws: Any = None
+        self._reader: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> RealtimeClient:
+        from websockets.asyncio.client import connect
+
+        self.ws = await connect(self.url, additional_headers=self.headers)
+        self._reader = asyncio.create_task(self._read())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.ws.close()
+        if self._reader is not None:
+            await asyncio.gather(self._reader, return_exceptions=True)
+
+    async def _read(self) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        with contextlib.suppress(ConnectionClosed):
+            async for raw in self.ws:
+                self.events.append(json.loads(raw))
+
+    async def send(self, event: dict[str, Any]) -> None:
+        await self.ws.send(json.dumps(event))
+
+    async def speak(self, pcm: np.ndarray, rate: int = 24_000, then_silence_s: float = 1.0) -> None:
+        """`pcm` (float32 at `rate`) and some silence after it, in 100 ms appends."""
+        audio = np.concatenate([pcm, np.zeros(int(then_silence_s * rate), np.float32)])
+        step = rate // 10
+        for start in range(0, audio.size, step):
+            s16 = (np.clip(audio[start : start + step], -1, 1) * 32767).astype("<i2")
+            await self.send({"type": "input_audio_buffer.append", "audio": base64.b64encode(s16.tobytes()).decode()})
+
+    async def wait_for(self, pred: Callable[[dict], Any], timeout: float, start: int = 0) -> dict[str, Any]:
+        found: list[dict[str, Any]] = []
+
+        def seen() -> bool:
+            found.extend(e for e in self.events[start:] if pred(e))
+            return bool(found)
+
+        if not await wait_until(seen, timeout):
+            raise TimeoutError(f"no such event within {timeout} s; got {[e['type'] for e in self.events[start:]]}")
+        return found[0]
+
+    def kinds(self, start: int = 0) -> list[str]:
+        return [e["type"] for e in self.events[start:]]
+
+
+def burst_24k(seconds: float = 0.5) -> np.ndarray:
+    t = np.arange(int(seconds * 24_000)) / 24_000
     return (0.4 * np.sin(2 * np.pi * 300 * t)).astype(np.float32)
 
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from agent.engines.base import EngineEvent, Error, SpeechFrame, TextDelta, ToolCall, TranscriptDelta, TurnEnd
 from agent.engines.outbox import Outbox
+from agent.engines.qwen3_omni.context import ContextWindow
 from agent.engines.qwen3_omni.loading import LoadedModel, load
 from agent.engines.qwen3_omni.profiles import (
     ProfileSetup,
@@ -37,7 +38,7 @@ from agent.engines.qwen3_omni.profiles import (
     starts_tool_call,
     tool_response_text,
 )
-from agent.engines.qwen3_omni.prompt import Prompter, join
+from agent.engines.qwen3_omni.prompt import Prompter
 from agent.engines.qwen3_omni.scheduler import Job, Out, Scheduler, SchedulerStats
 from agent.engines.qwen3_omni.stream import Conversation, OmniStreamer, Reply, TurnInput
 from agent.profiles import Profile
@@ -196,9 +197,8 @@ class QwenOmniSession:
         self.turns = TurnTaking(
             EndpointConfig(end_silence_ms=end_silence_ms, max_turn_ms=MAX_TURN_MS), detector, profile.barge_in
         )
-        self.conv = Conversation()
+        self.context = ContextWindow(engine.prompter, profile.system, engine.max_context, engine.max_reply_tokens)
         self.text_only = False
-        self.turns_cut = 0  # turns dropped from the context
         self._reply: Reply | None = None
         self._text: list[int] = []
         self._said = ""
@@ -309,7 +309,7 @@ class QwenOmniSession:
     def _new_reply(self) -> Reply:
         eng = self.engine
         return Reply(
-            self.conv, speak=not self.text_only, max_text_tokens=eng.max_reply_tokens, max_frames=eng.max_frames
+            self.context.conv, speak=not self.text_only, max_text_tokens=eng.max_reply_tokens, max_frames=eng.max_frames
         )
 
     def _start_reply(self, reply: Reply, segment: int | None) -> None:
@@ -328,45 +328,8 @@ class QwenOmniSession:
     def _builder(
         self, build: Callable[[], TurnInput], reply: Reply, speculative: bool = False
     ) -> Callable[[], TurnInput]:
-        """The turn as the Thinker reads it, made in the worker (which alone touches the conversation): the system
-        prompt first, or the close of the previous reply; the oldest turns cut when the context would overflow."""
-        eng = self.engine
-
-        def turn() -> TurnInput:
-            new = build()
-            if self.conv.length == 0:
-                joined = join(eng.prompter.system(self.profile.system), [new])
-            elif self.conv.length + len(new.ids) + eng.max_reply_tokens + 8 > eng.max_context:
-                if speculative:
-                    raise RuntimeError("no speculation across a context cut")  # the turn starts afresh at its end
-                joined = self._rebuild(new)
-            else:
-                joined = join(eng.prompter.text_ids("<|im_end|>\n"), [new])
-            self.conv.turns.append((new, reply.tokens))
-            return joined
-
-        return turn
-
-    def _rebuild(self, new: TurnInput) -> TurnInput:
-        """Cut the oldest turns until the conversation fits, then re-read it from the system prompt (worker thread)."""
-        eng, p, conv = self.engine, self.engine.prompter, self.conv
-        kept = list(conv.turns)
-        system = p.system(self.profile.system)
-
-        def size() -> int:
-            return sum(len(t.ids) + len(r) + 2 for t, r in kept) + len(new.ids) + len(system)
-
-        while kept and size() + eng.max_reply_tokens + 8 > eng.max_context:
-            kept.pop(0)
-            self.turns_cut += 1
-        conv.cache, conv.next_pos, conv.role = None, 0, None
-        for part in (conv.user_ids, conv.user_embeds, conv.image_grids, conv.audio_lengths):
-            part.clear()
-        conv.turns[:] = kept
-        parts: list[TurnInput | list[int]] = []
-        for t, r in kept:
-            parts += [t, r[:-1] + p.text_ids("<|im_end|>\n")]  # a reply's last token was never read back
-        return join(system, [*parts, new])
+        """The turn as the Thinker reads it, made in the worker (which alone touches the conversation)."""
+        return lambda: self.context.read(build(), reply.tokens, speculative)
 
     # ---- results from the worker ----
 

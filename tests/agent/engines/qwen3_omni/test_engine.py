@@ -114,16 +114,16 @@ async def test_long_conversation_stays_within_its_context(tiny):
             session.send_text(f"This is message number {i}, tell me something about it please.")
             events = await turn_events(session)
             assert any(isinstance(e, TranscriptDelta) and e.role == "assistant" and e.final for e in events)
-            lengths.append(session.conv.length)
+            lengths.append(session.context.conv.length)
     finally:
         await session.close()
         await eng.close()
-    print(f"cache lengths after each turn: {lengths}; turns cut: {session.turns_cut}")
-    assert session.turns_cut > 0
+    print(f"cache lengths after each turn: {lengths}; turns cut: {session.context.turns_cut}")
+    assert session.context.turns_cut > 0
     assert max(lengths) <= 400
     # the Talker hears exactly the user segments of the kept turns (each turn's input less "<|im_start|>assistant\n")
-    heard = sum(len(ids) for ids in session.conv.user_ids)
-    assert heard == sum(len(t.ids) - 3 for t, _ in session.conv.turns)
+    heard = sum(len(ids) for ids in session.context.conv.user_ids)
+    assert heard == sum(len(t.ids) - 3 for t, _ in session.context.conv.turns)
 
 
 async def test_spoken_turns_with_camera_frames(tiny):
@@ -146,7 +146,8 @@ async def test_spoken_turns_with_camera_frames(tiny):
         await eng.close()
     user = next(e for e in events if isinstance(e, TranscriptDelta) and e.role == "user")
     assert user.final and user.end_tick is not None and user.speech_end_tick is not None
-    assert session.conv.turns and session.conv.turns[-1][0].image_grid_thw is not None  # the frames went in
+    turns = session.context.conv.turns
+    assert turns and turns[-1][0].image_grid_thw is not None  # the frames went in
     assert any(isinstance(e, SpeechFrame) for e in events)
 
 

@@ -1,0 +1,73 @@
+"""The session pump without a network: audio in, the echo engine's turn out, every message through `emit`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from fractions import Fraction
+
+import numpy as np
+
+from agent.config import MediaConfig
+from agent.engines.echo import EchoEngine
+from agent.profiles import get_profile
+from agent.session.pump import SessionPump
+from agent.session.transcripts import TranscriptLog
+from media.aligner import AudioInput
+from tests.support import wait_until
+
+
+class Observer:
+    def __init__(self):
+        self.turns, self.errors = [], []
+
+    def turn_done(self, session_id, figures):
+        self.turns.append((session_id, figures))
+
+    def error_sent(self, code):
+        self.errors.append(code)
+
+
+def pcm16(seconds: float, loud: bool) -> np.ndarray:
+    t = np.arange(int(seconds * 48_000)) / 48_000
+    return ((0.4 * np.sin(2 * np.pi * 300 * t)) if loud else 0 * t).astype(np.float32)
+
+
+async def test_a_turn_through_the_pump(tmp_path):
+    engine = EchoEngine("turn", end_silence_ms=480)
+    session = await engine.open_session(get_profile("default"))
+    sent, observer = [], Observer()
+    log = TranscriptLog(str(tmp_path), "s1")
+    pump = SessionPump("s1", session, sent.append, False, MediaConfig(), observer, log)
+    runner = asyncio.create_task(pump.run())
+    audio = np.concatenate([pcm16(0.5, True), pcm16(1.0, False)])
+    for start in range(0, audio.size, 960):  # 20 ms frames, as a transport delivers them
+        part = audio[start : start + 960].reshape(1, -1)
+        pump.push_audio(AudioInput(part, 48_000, start, Fraction(1, 48_000), "flt", 1))
+    assert await wait_until(lambda: pump.framer.backlog_ms > 0, 10)  # the reply's speech is queued to play
+    while pump.framer.backlog_ms > 0:  # play it out, as the outbound track would
+        pump.framer.pull()
+        await asyncio.sleep(0.02)
+    assert await wait_until(lambda: any(m["type"] == "metrics" for m in sent), 10)
+    kinds = [m["type"] for m in sent]
+    assert kinds[0] == "transcript" and "state" in kinds and kinds[-1] == "state"
+    ((sid, figures),) = observer.turns
+    assert sid == "s1" and figures["first_audio_ms"] is not None and figures["interrupted"] is False
+    pump.emit({"type": "error", "code": "bad_request", "message": "a transport's own error"})
+    assert observer.errors == ["bad_request"] and sent[-1]["code"] == "bad_request"
+    counts = pump.counters()
+    assert counts["output_frames"] > 0 and counts["aligner_audio_samples_dropped"] == 0
+    runner.cancel()
+    await asyncio.gather(runner, return_exceptions=True)
+    log.close("done")
+    records = [json.loads(line)["type"] for line in log.path.read_text().splitlines()]
+    assert records[0] == "session" and "metrics" in records and "error" in records and records[-1] == "end"
+
+
+async def test_load_settings_reach_the_queue_and_the_engine():
+    session = await EchoEngine("turn").open_session(get_profile("default"))
+    pump = SessionPump("s2", session, lambda m: None, False)
+    pump.set_load(shed_video=True, text_only=True)
+    assert pump.queue.shed_video and session.text_only
+    pump.set_load(shed_video=False, text_only=False)
+    assert not pump.queue.shed_video and not session.text_only

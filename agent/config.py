@@ -82,11 +82,40 @@ class MediaConfig:
 
 
 @dataclass
+class LlmConfig:
+    """The cascade's replies from an OpenAI-compatible chat-completions server (agent/engines/cascade/llm.py).
+    Without a URL the cascade answers with its offline keyword policies."""
+
+    url: str = ""  # a base URL such as http://127.0.0.1:11434/v1 (Ollama); or OMNI_LLM_URL
+    model: str = ""  # or OMNI_LLM_MODEL
+    key: str = ""  # prefer OMNI_LLM_KEY: a key in a file is a key on disk
+    timeout_s: float = 10.0  # to connect, and between two chunks of a streamed reply
+    retries: int = 1  # further tries of a request that failed to connect or was refused for load
+    max_tokens: int = 256  # a spoken reply is short
+    history_chars: int = 6000  # the conversation kept for context; the oldest turns go first
+    tool_rounds: int = 3  # tool calls answering tool results, before the turn ends without more
+
+    def resolved(self) -> LlmConfig:
+        """With the environment's values where the config has none."""
+        return LlmConfig(
+            url=self.url or os.environ.get("OMNI_LLM_URL", ""),
+            model=self.model or os.environ.get("OMNI_LLM_MODEL", ""),
+            key=self.key or os.environ.get("OMNI_LLM_KEY", ""),
+            timeout_s=self.timeout_s,
+            retries=self.retries,
+            max_tokens=self.max_tokens,
+            history_chars=self.history_chars,
+            tool_rounds=self.tool_rounds,
+        )
+
+
+@dataclass
 class EngineConfig:
     name: str = "cascade"
     mode: str = "turn"  # echo: stream | turn
     end_silence_ms: int = 480
     options: dict[str, Any] = field(default_factory=dict)
+    llm: LlmConfig = field(default_factory=LlmConfig)
 
 
 @dataclass

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks.machine import machine
 
 FULL_CONFIG = Path(__file__).resolve().parent.parent / "agent" / "engines" / "qwen3_omni" / "full_config.json"
 
@@ -218,17 +219,6 @@ def run(
     }
 
 
-def cpu_name() -> str:
-    """The processor's model name (`lscpu`'s), which the figures depend on."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "cpu"
-
-
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", help="a Qwen3-Omni folder (default: a tiny random one)")
@@ -256,7 +246,7 @@ def main(argv: list[str] | None = None) -> None:
         what = "tiny random model" if not args.model else str(folder)
     # a warm-up turn: kernels, allocator
     run(model, 1, min(args.seconds, 2.0), args.batch_limit, 8, 8, args.device)
-    device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else cpu_name()
+    device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else machine()
     doc = {"model": what, "device": args.device, "device_name": device_name, "torch": torch.__version__, "results": []}
     for n in [int(x) for x in args.sessions.split(",")]:
         r = run(model, n, args.seconds, args.batch_limit, args.max_tokens, args.max_frames, args.device)

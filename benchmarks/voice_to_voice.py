@@ -5,7 +5,9 @@ speaks a fixed set of questions (espeak-ng) over an aiortc client. For each
 turn: from the last voiced sample sent to the first reply sample received.
 The server's per-turn figures split it: end-of-turn wait, recognition, reply,
 synthesis, first speech frame; transport and playout are what remains.
-Prints median and p95 and writes JSON.
+`--llm-first-token-ms N` answers from a local chat-model server (the tests'
+scripted one) that sends its first token after N ms, instead of the keyword
+policy. Prints median and p95 and writes JSON, with the processor named.
 """
 
 from __future__ import annotations
@@ -13,8 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import platform
+import multiprocessing
 import subprocess
 import tempfile
 from pathlib import Path
@@ -24,7 +25,10 @@ import numpy as np
 from agent.bench import spawn_server
 from agent.client import RATE, AgentClient
 from agent.transport.ice import set_host_addresses
-from tests.support import read_wav, speech_wav
+from benchmarks.machine import machine
+from tests.support import ChatServer, read_wav, speech_wav
+
+ANSWER = ["All right, ", "here is a short answer. ", "It has a second sentence."]  # starts loud, like most replies
 
 QUESTIONS = [
     "What time is it?",
@@ -36,6 +40,13 @@ QUESTIONS = [
     "How many people do you see?",
     "Tell me a joke about penguins.",
 ]
+
+
+def serve_chat(first_token_s: float, urls: multiprocessing.Queue) -> None:
+    """The scripted chat server, in a process of its own (in the client's it would share the GIL with aiortc)."""
+    chat = ChatServer(lambda request: ANSWER, first_token_s=first_token_s)
+    urls.put(chat.url)
+    chat.thread.join()
 
 
 def start_server(extra: list[str]) -> tuple[subprocess.Popen[str], str]:
@@ -72,9 +83,12 @@ async def run(url: str, rounds: int) -> list[dict]:
                 "voice_to_voice_ms": v2v,
                 "endpoint_ms": metrics["endpoint_ms"],
                 "recognition_ms": metrics.get("recognition_ms"),
+                "prepare_ms": metrics.get("prepare_ms"),
                 "reply_ms": metrics.get("reply_ms"),
                 "synthesis_ms": metrics.get("synthesis_ms"),
                 "first_audio_ms": metrics["first_audio_ms"],
+                "llm_first_token_ms": metrics.get("llm_first_token_ms"),
+                "llm_first_sentence_ms": metrics.get("llm_first_sentence_ms"),
                 "speculative": bool(metrics.get("speculative")),
                 "transport_ms": v2v - server if v2v is not None and known else None,
             }
@@ -103,6 +117,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description="cascade voice-to-voice latency")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--end-silence-ms", type=int, default=None)
+    ap.add_argument("--llm-first-token-ms", type=float, default=None, help="replies from a local chat model")
     ap.add_argument("--json", type=Path, default=Path("results/voice_to_voice.json"))
     args = ap.parse_args()
     set_host_addresses(["127.0.0.1"])
@@ -111,25 +126,39 @@ def main() -> None:
         cfg = Path(tempfile.mkdtemp()) / "bench.yaml"
         cfg.write_text(f"engine:\n  name: cascade\n  end_silence_ms: {args.end_silence_ms}\n")
         extra = ["--config", str(cfg)]
+    chat = None
+    if args.llm_first_token_ms is not None:
+        ctx = multiprocessing.get_context("spawn")
+        urls = ctx.Queue()
+        chat = ctx.Process(target=serve_chat, args=(args.llm_first_token_ms / 1000, urls), daemon=True)
+        chat.start()
+        extra += ["--llm-url", urls.get(timeout=60), "--llm-model", "scripted"]
     proc, url = start_server(extra)
     try:
         rows = asyncio.run(run(url, args.rounds))
     finally:
         proc.terminate()
         proc.wait(10)
+        if chat is not None:
+            chat.terminate()
     keys = [
         "voice_to_voice_ms",
         "endpoint_ms",
         "recognition_ms",
+        "prepare_ms",
         "reply_ms",
         "synthesis_ms",
         "first_audio_ms",
+        "llm_first_token_ms",
+        "llm_first_sentence_ms",
         "transport_ms",
     ]
     summary = {}
     print("\n| stage | median ms | p95 ms |\n| --- | --- | --- |")
     for k in keys:
         vals = [r[k] for r in rows if r[k] is not None]
+        if not vals:
+            continue
         summary[k] = {"median": pct(vals, 50), "p95": pct(vals, 95)}
         print(f"| {k.removesuffix('_ms').replace('_', ' ')} | {summary[k]['median']:.0f} | {summary[k]['p95']:.0f} |")
     args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -138,7 +167,8 @@ def main() -> None:
             {
                 "benchmark": "voice_to_voice",
                 "engine": "cascade",
-                "machine": f"{platform.machine()} {os.cpu_count()} cores",
+                "replies": "keywords" if chat is None else f"a chat model, first token {args.llm_first_token_ms:g} ms",
+                "machine": machine(),
                 "summary": summary,
                 "turns": rows,
             },

@@ -224,6 +224,124 @@ def burst_24k(seconds: float = 0.5) -> np.ndarray:
     return (0.4 * np.sin(2 * np.pi * 300 * t)).astype(np.float32)
 
 
+class ChatServer:
+    """A local OpenAI-compatible chat-completions server, scripted per request, streaming the way the API does
+    (https://platform.openai.com/docs/api-reference/chat-streaming: `data: <chunk>` server-sent events, then
+    `data: [DONE]`; each chunk built and checked by the `openai` package's own `ChatCompletionChunk` type).
+
+    `script(request)` gives the reply as a list of steps: a str (a piece of text), a dict (a tool call:
+    {"name", "arguments"}), ("sleep", seconds) (SSE comments meanwhile), ("silence", seconds) (nothing at all),
+    ("status", code, message) (an HTTP error instead of a stream),
+    or ("garbage",) (a chunk that is not JSON). Counts requests and connections the client closed early."""
+
+    def __init__(self, script: Callable[[dict], list], first_token_s: float = 0.0, key: str = "") -> None:
+        import http.server
+        import threading
+
+        from openai.types.chat import ChatCompletionChunk
+
+        # Build the chunk type's validators now: the first one costs ~1 s on a slow CPU, a delay no server has.
+        ChatCompletionChunk.model_validate(
+            {"id": "", "object": "chat.completion.chunk", "created": 0, "model": "", "choices": []}
+        )
+        self.script, self.first_token_s, self.key = script, first_token_s, key
+        self.requests: list[dict[str, Any]] = []
+        self.closed_early = 0
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - the http.server name
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.requests.append(body)
+                if server.key and self.headers.get("Authorization") != f"Bearer {server.key}":
+                    return self._error(401, "Incorrect API key provided.")
+                steps = server.script(body)
+                if steps and isinstance(steps[0], tuple) and steps[0][0] == "status":
+                    return self._error(steps[0][1], steps[0][2])
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                try:
+                    server._stream(self.wfile, body, steps)
+                except (BrokenPipeError, ConnectionResetError):
+                    server.closed_early += 1
+
+            def _error(self, code: int, message: str) -> None:
+                data = json.dumps({"error": {"message": message, "type": "invalid_request_error", "code": None}})
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data.encode())
+
+        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.http.daemon_threads = True
+        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.http.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.http.shutdown()
+        self.http.server_close()
+
+    def _stream(self, out: Any, request: dict[str, Any], steps: list) -> None:
+        from openai.types.chat import ChatCompletionChunk
+
+        n = 0
+
+        def send(delta: dict[str, Any], finish: str | None = None) -> None:
+            nonlocal n
+            chunk = ChatCompletionChunk.model_validate(
+                {
+                    "id": "chatcmpl-local",
+                    "object": "chat.completion.chunk",
+                    "created": int(time.time()),
+                    "model": request["model"],
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                }
+            )
+            out.write(f"data: {chunk.model_dump_json()}\n\n".encode())
+            out.flush()
+            n += 1
+
+        def pause(seconds: float) -> None:
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:  # an SSE comment every 50 ms: a closed connection shows at once
+                time.sleep(min(0.05, max(0.0, end - time.monotonic())))
+                out.write(b": waiting\n\n")
+                out.flush()
+
+        pause(self.first_token_s)
+        send({"role": "assistant", "content": ""})
+        calls = 0
+        for step in steps:
+            if isinstance(step, str):
+                send({"content": step})
+            elif isinstance(step, dict):
+                head = {"index": calls, "id": f"call_{calls}", "type": "function"}
+                send({"tool_calls": [{**head, "function": {"name": step["name"], "arguments": ""}}]})
+                args = step["arguments"]
+                for part in (args[: len(args) // 2], args[len(args) // 2 :]):
+                    send({"tool_calls": [{"index": calls, "function": {"arguments": part}}]})
+                calls += 1
+            elif step[0] == "sleep":
+                pause(step[1])
+            elif step[0] == "silence":  # nothing at all on the wire: what a read timeout is for
+                time.sleep(step[1])
+            elif step[0] == "garbage":
+                out.write(b"data: {this is not json\n\n")
+                out.flush()
+        send({}, "tool_calls" if calls else "stop")
+        out.write(b"data: [DONE]\n\n")
+        out.flush()
+
+
 # ---------------------------------------------------------------- spoken inputs (espeak-ng, sox)
 
 

@@ -16,7 +16,8 @@ def make_engine(cfg: EngineConfig) -> Engine:
     if cfg.name == "cascade":
         from agent.engines.cascade import CascadeEngine
 
-        return CascadeEngine(end_silence_ms=cfg.end_silence_ms, **cfg.options)
+        llm = cfg.llm.resolved()
+        return CascadeEngine(end_silence_ms=cfg.end_silence_ms, llm=llm if llm.url else None, **cfg.options)
     if cfg.name == "realtime":
         from agent.engines.realtime import RealtimeEngine
 

@@ -113,10 +113,12 @@ class EspeakVoice:
         exe = shutil.which("espeak-ng")
         if exe is None:
             raise TranslationUnavailable("espeak-ng is not installed")
-        voices = subprocess.run([exe, "--voices"], capture_output=True, text=True, check=True).stdout.split()
-        if lang not in voices:
+        listing = subprocess.run([exe, "--voices"], capture_output=True, text=True, check=True).stdout
+        langs = [row.split()[1] for row in listing.splitlines()[1:] if len(row.split()) > 1]  # e.g. es, fr-fr
+        match = [c for c in langs if c in (lang, f"{lang}-{lang}")] or [c for c in langs if c.startswith(lang + "-")]
+        if not match:
             raise TranslationUnavailable(f"espeak-ng has no {LANGUAGE_NAMES.get(lang, lang)} voice")
-        self.exe, self.lang = exe, lang
+        self.exe, self.lang = exe, match[0]
 
     def stream(self, text: str):  # noqa: ANN201 - an iterator of arrays, like the hibari Synthesizer
         wav = subprocess.run(

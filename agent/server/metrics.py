@@ -17,7 +17,8 @@ from prometheus_client.registry import Collector
 from agent.session.pump import ALIGNER_COUNTERS, SessionPump
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
-STAGES = ("endpoint", "first_text", "first_audio", "voice_to_voice")
+# Stages a turn's metrics message may carry (as `<stage>_ms`); voice to voice comes from the client.
+TURN_STAGES = ("endpoint", "first_text", "first_audio", "llm_first_token", "llm_first_sentence")
 
 
 class ServerMetrics:
@@ -55,7 +56,7 @@ class ServerMetrics:
             self._retired[k] = self._retired.get(k, 0) + v
 
     def observe_turn(self, msg: dict[str, float | None]) -> None:
-        for stage in STAGES[:3]:
+        for stage in TURN_STAGES:
             value = msg.get(f"{stage}_ms")
             if isinstance(value, int | float):
                 self.latency.labels(stage).observe(value / 1000)

@@ -16,39 +16,9 @@ from typing import Any
 
 from agent.profiles import Profile
 from agent.profiles.car import TOOLS, Car
+from agent.profiles.prompts import CAR_PROMPT, DEFAULT_PROMPT, translate_prompt
 
-LANGS = {
-    "en": "English",
-    "es": "Spanish",
-    "ca": "Catalan",
-    "gl": "Galician",
-    "fr": "French",
-    "de": "German",
-    "it": "Italian",
-    "pt": "Portuguese",
-    "zh": "Chinese",
-    "ja": "Japanese",
-    "ko": "Korean",
-    "ru": "Russian",
-}
-
-DEFAULT_PROMPT = (
-    "You are a helpful voice assistant in a live conversation. You hear the user and may see their camera. "
-    "Answer briefly, in one or two spoken sentences, without lists or markup."
-)
-CAR_PROMPT = (
-    "You are the voice assistant of a car. Use the tools to change the car; never claim a change you did not "
-    "make with a tool. After the tool results, confirm in one short sentence, or say plainly why it cannot be done."
-)
 TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
-
-
-def translate_prompt(source: str, target: str) -> str:
-    src, tgt = LANGS.get(source, source), LANGS.get(target, target)
-    return (
-        f"You are a simultaneous interpreter. The user speaks {src}. Say everything they say in {tgt}, "
-        f"faithfully and in the first person, and nothing else: no comments, no answers, no questions."
-    )
 
 
 def tools_block(tools: list[dict[str, Any]]) -> str:

@@ -9,7 +9,10 @@ import numpy as np
 import pytest
 
 from agent.client import AgentClient, CameraTrack
+from agent.engines.base import SpeechFrame, TextDelta, TurnEnd
+from agent.engines.cascade import CascadeEngine
 from agent.engines.cascade.models import load_models
+from agent.profiles import get_profile
 from tests.support import ask, make_config, media_flowing, quiet_again, running, spoken, to_16k, wait_until, wer, ws_url
 
 
@@ -152,3 +155,28 @@ async def test_partial_transcripts_while_speaking_and_typed_text(models, tmp_pat
     assert reply.startswith('You said: "Repeat after me, good morning')
     assert typed["endpoint_ms"] is None  # typed: no end-of-turn wait
     assert np.abs(typed_audio).max() > 0.05  # the typed question was answered aloud
+
+
+async def test_text_only_replies_are_not_spoken(models):
+    """The overload policy's text-only level (and a reply that asks for no speech) leaves captions only."""
+    engine = CascadeEngine(models=models)
+    session = await engine.open_session(get_profile("default"))
+
+    async def turn(text):
+        session.send_text(text)
+        got = []
+        async for ev in session.events():
+            got.append(ev)
+            if isinstance(ev, TurnEnd):
+                return got
+
+    try:
+        spoken_turn = await asyncio.wait_for(turn("What time is it?"), 30)
+        assert any(isinstance(e, SpeechFrame) for e in spoken_turn)
+        session.text_only = True
+        quiet = await asyncio.wait_for(turn("What time is it?"), 30)
+        assert any(isinstance(e, TextDelta) and "It's" in e.text for e in quiet)
+        assert not any(isinstance(e, SpeechFrame) for e in quiet)
+    finally:
+        await session.close()
+        await engine.close()

@@ -1,0 +1,44 @@
+"""The command line and the YAML config reach what they configure."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from agent.cli import _serve_args, build_config
+from agent.engines import make_engine
+
+
+def serve_args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    _serve_args(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["serve", *argv])
+
+
+def test_the_chat_model_settings_reach_the_cascade(tmp_path, monkeypatch):
+    monkeypatch.setenv("OMNI_LLM_KEY", "k3y")
+    for name in ("OMNI_LLM_URL", "OMNI_LLM_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    cfg = build_config(serve_args("--llm-url", "http://127.0.0.1:11434/v1", "--llm-model", "llama3.2:3b"))
+    engine = make_engine(cfg.engine)
+    assert engine.chat is not None
+    assert (engine.chat.cfg.url, engine.chat.cfg.model, engine.chat.cfg.key) == (
+        "http://127.0.0.1:11434/v1",
+        "llama3.2:3b",
+        "k3y",
+    )
+    assert engine.chat.client.api_key == "k3y"
+    yaml = tmp_path / "llm.yaml"
+    yaml.write_text(
+        "engine:\n  name: cascade\n  llm:\n    url: http://127.0.0.1:8000/v1\n    model: qwen\n    timeout_s: 3\n"
+    )
+    from_file = build_config(serve_args("--config", str(yaml)))
+    assert (from_file.engine.llm.url, from_file.engine.llm.model, from_file.engine.llm.timeout_s) == (
+        "http://127.0.0.1:8000/v1",
+        "qwen",
+        3.0,
+    )
+    assert make_engine(build_config(serve_args()).engine).chat is None  # no URL: the offline keyword policies
+    with pytest.raises(ValueError, match="--llm-model"):
+        make_engine(build_config(serve_args("--llm-url", "http://127.0.0.1:9/v1")).engine)

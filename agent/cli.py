@@ -23,6 +23,11 @@ def _serve_args(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", help="engine mode (echo: stream | turn); --engine echo defaults to stream")
     p.add_argument("--profile", choices=PROFILES)
     p.add_argument("--realtime-url", help="with --engine realtime: the ws(s)://.../v1/realtime server to use")
+    p.add_argument(
+        "--realtime-dialect",
+        choices=("openai", "vllm-omni", "vllm-omni-turn", "dynamo"),
+        help="with --engine realtime: the kind of server (default openai: its VAD ends turns)",
+    )
     p.add_argument("--llm-url", help="with --engine cascade: an OpenAI-compatible base URL for the replies")
     p.add_argument("--llm-model", help="with --llm-url: the chat model's name (the key: OMNI_LLM_KEY)")
     p.add_argument("--model", help="with --engine qwen3-omni: a local Qwen3-Omni folder (or a hub id with a network)")
@@ -66,6 +71,8 @@ def build_config(args: argparse.Namespace) -> Config:
         cfg.profile = args.profile
     if args.realtime_url is not None:
         cfg.engine.options["url"] = args.realtime_url
+    if args.realtime_dialect is not None:
+        cfg.engine.options["dialect"] = args.realtime_dialect
     if args.llm_url is not None:
         cfg.engine.llm.url = args.llm_url
     if args.llm_model is not None:

@@ -342,6 +342,133 @@ class ChatServer:
         out.flush()
 
 
+REALTIME_REPLY = ["The time ", "is noon."]
+TONE_HZ = 440
+
+
+def tone(seconds: float, rate: int) -> np.ndarray:
+    t = np.arange(int(seconds * rate)) / rate
+    return (0.3 * np.sin(2 * np.pi * TONE_HZ * t) * 32767).astype("<i2")
+
+
+class ScriptedRealtime:
+    """A far Realtime server of one dialect, following that dialect's documented event flow (the sources are
+    named on `Dialect` in agent/wire/realtime.py). It records what the client sends, with when, and answers each
+    turn with REALTIME_REPLY and a tone in that dialect's events; `tool` makes it call `set_window` first,
+    `error` makes it fail the turn, `reply_s` sets the tone's length."""
+
+    def __init__(self, dialect: str, out_rate: int = 24_000, tool: bool = False, error: bool = False):
+        self.dialect, self.out_rate, self.tool, self.error = dialect, out_rate, tool, error
+        self.reply_s = 1.0
+        self.events: list[dict] = []
+        self.commit_at: list[float] = []  # when a commit that ends a turn arrived
+        self.first_audio_at: list[float] = []  # when each response's first audio went out
+        self.streaming: asyncio.Task | None = None
+        self._heard_speech = False
+        self._quiet_ms = 0.0
+        self._n = 0
+
+    def kinds(self) -> list[str]:
+        return [e["type"] for e in self.events]
+
+    async def handler(self, ws):
+        self.ws = ws
+        first = {"type": "session.created", "session": {"type": "realtime"}}
+        if self.dialect == "vllm-omni-turn":
+            first = {"type": "session.created", "id": "sess-1", "created": 1}
+        await ws.send(json.dumps(first))
+        async for raw in ws:
+            ev = json.loads(raw)
+            self.events.append(ev)
+            await self.on(ev)
+
+    async def send(self, **event):
+        await self.ws.send(json.dumps(event))
+
+    async def on(self, ev):
+        kind, d = ev["type"], self.dialect
+        if kind == "input_audio_buffer.append" and d == "openai":
+            await self.vad(np.frombuffer(base64.b64decode(ev["audio"]), "<i2"))
+        elif kind == "input_audio_buffer.commit":
+            if ev.get("final") is not False:
+                self.commit_at.append(time.monotonic())
+            if d == "dynamo" or (d == "vllm-omni-turn" and ev.get("final") is True):
+                self.start()
+            elif d == "vllm-omni":
+                await self.send(type="input_audio_buffer.committed", item_id="item_in", previous_item_id=None)
+        elif kind == "response.create" and d in ("openai", "vllm-omni"):
+            self.start()
+        elif kind == "response.cancel" and self.streaming is not None:
+            self.streaming.cancel()
+            await self.send(type="response.done", response={"id": f"resp_{self._n}", "status": "cancelled"})
+
+    async def vad(self, pcm: np.ndarray) -> None:
+        """The server's own turn detection, by energy: speech, then 600 ms of quiet."""
+        loud = np.sqrt(np.mean((pcm / 32768.0) ** 2)) > 0.01
+        self._heard_speech |= loud
+        self._quiet_ms = 0.0 if loud else self._quiet_ms + pcm.size * 1000 / 24_000
+        if self._heard_speech and self._quiet_ms >= 600:
+            self._heard_speech = False
+            await self.send(type="input_audio_buffer.speech_stopped", item_id="item_in", audio_end_ms=0)
+            await self.send(type="input_audio_buffer.committed", item_id="item_in")
+            await self.send(
+                type="conversation.item.input_audio_transcription.completed",
+                item_id="item_in",
+                content_index=0,
+                transcript="what time is it",
+            )
+            self.start()
+
+    def start(self) -> None:
+        self._n += 1
+        self.streaming = asyncio.create_task(self.respond(self._n))
+
+    async def respond(self, n: int) -> None:
+        d, rid, item = self.dialect, f"resp_{n}", f"item_{n}"
+        ids = {"response_id": rid, "item_id": item, "output_index": 0, "content_index": 0}
+        if self.error:
+            if d == "vllm-omni-turn":  # flat errors, and the audio's end always follows
+                await self.send(type="error", error="the model failed", code="generation_error")
+                await self.send(type="response.audio.done", has_audio=False)
+            else:
+                await self.send(type="error", error={"type": "server_error", "code": "omni_generation_error",
+                                                     "message": "the model failed"})  # fmt: skip
+                await self.send(type="response.done", response={"id": rid, "status": "failed"})
+            return
+        if d != "vllm-omni-turn":
+            await self.send(type="response.created", response={"id": rid, "status": "in_progress"})
+        answering_tool = self.events[-2].get("item", {}).get("type") == "function_call_output"
+        if self.tool and not answering_tool:
+            args = json.dumps({"window": "front", "position": 100})
+            await self.send(
+                type="response.function_call_arguments.done", call_id="call_1", name="set_window", arguments=args, **ids
+            )
+            await self.send(type="response.done", response={"id": rid, "status": "completed"})
+            return
+        for piece in REALTIME_REPLY:
+            if d == "vllm-omni-turn":
+                await self.send(type="transcription.delta", delta=piece)
+            else:
+                await self.send(type="response.output_audio_transcript.delta", delta=piece, **ids)
+        pcm = tone(self.reply_s, self.out_rate)
+        step = self.out_rate // 10
+        for start in range(0, pcm.size, step):  # 100 ms deltas, at twice real time
+            audio = base64.b64encode(pcm[start : start + step].tobytes()).decode()
+            if start == 0:
+                self.first_audio_at.append(time.monotonic())
+            if d == "vllm-omni-turn":
+                await self.send(type="response.audio.delta", audio=audio, format="pcm16", sample_rate_hz=self.out_rate)
+            else:
+                await self.send(type="response.output_audio.delta", delta=audio, **ids)
+            await asyncio.sleep(0.05)
+        if d == "vllm-omni-turn":
+            await self.send(type="transcription.done", text="".join(REALTIME_REPLY))
+            await self.send(type="response.audio.done", has_audio=True)
+        else:
+            await self.send(type="response.output_audio.done", **ids)
+            await self.send(type="response.done", response={"id": rid, "status": "completed"})
+
+
 # ---------------------------------------------------------------- spoken inputs (espeak-ng, sox)
 
 

@@ -21,7 +21,7 @@ def make_engine(cfg: EngineConfig) -> Engine:
     if cfg.name == "realtime":
         from agent.engines.realtime import RealtimeEngine
 
-        return RealtimeEngine(**cfg.options)
+        return RealtimeEngine(end_silence_ms=cfg.end_silence_ms, **cfg.options)
     if cfg.name == "qwen3-omni":
         try:
             from agent.engines.qwen3_omni.engine import QwenOmniEngine

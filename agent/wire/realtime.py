@@ -64,18 +64,31 @@ def decode_pcm16(data: Any) -> np.ndarray:
 # ---------------------------------------------------------------- sessions
 
 
-def session_object(rate: int, model: str = "", voice: str = "", offer_rates: bool = False) -> Event:
-    """The `session` of session.created/updated (server) or session.update (client)."""
+def session_object(
+    rate: int,
+    model: str = "",
+    voice: str = "",
+    offer_rates: bool = False,
+    instructions: str = "",
+    server_vad: bool = True,
+) -> Event:
+    """The `session` of session.created/updated (server) or session.update (client). Without server VAD
+    (`turn_detection` null) the client commits each turn."""
     session: Event = {
         "type": "realtime",
         "output_modalities": ["audio"],
         "audio": {
-            "input": {"format": {"type": "audio/pcm", "rate": rate}, "turn_detection": {"type": "server_vad"}},
+            "input": {
+                "format": {"type": "audio/pcm", "rate": rate},
+                "turn_detection": {"type": "server_vad"} if server_vad else None,
+            },
             "output": {"format": {"type": "audio/pcm", "rate": RATE}},
         },
     }
     if model:
         session["model"] = model
+    if instructions:
+        session["instructions"] = instructions
     if voice:
         session["audio"]["output"]["voice"] = voice
     if offer_rates:
@@ -297,11 +310,12 @@ class ResponseWriter:
 
 # ---------------------------------------------------------------- reading server events (the client side)
 
-TEXT_DELTAS = (
+TEXT_DELTAS = (  # the GA names, the beta names, and vLLM-Omni's older flow's
     "response.output_audio_transcript.delta",
     "response.audio_transcript.delta",
     "response.output_text.delta",
     "response.text.delta",
+    "transcription.delta",
 )
 AUDIO_DELTAS = ("response.output_audio.delta", "response.audio.delta")
 KNOWN_PREFIXES = (
@@ -311,4 +325,91 @@ KNOWN_PREFIXES = (
     "response.",
     "rate_limits.",
     "transcription_session.",
+    "transcription.",
 )
+
+
+# ---------------------------------------------------------------- dialects: what each kind of server expects
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """How one kind of Realtime server is spoken to (the `realtime` engine's `--realtime-dialect`).
+
+    Sources, as read for this table: OpenAI's Realtime API (GA event types in the `openai` package,
+    openai/types/realtime/); vLLM-Omni's docs/serving/realtime_openai_duplex_api.md and its handler
+    vllm_omni/entrypoints/openai/realtime/connection.py (the OpenAI-like flow: the client commits, then asks
+    for a response); vLLM-Omni's docs/serving/realtime_api.md (the older flow: commit final=false starts a
+    generation over the incoming 16 kHz stream, commit final=true ends it; `transcription.delta` text,
+    `response.audio.delta` audio with `sample_rate_hz`); NVIDIA Dynamo's omni realtime worker
+    (components/src/dynamo/vllm/omni/realtime_handler.py: 16 kHz, every commit ends the turn, each
+    utterance handled alone, no cancel)."""
+
+    name: str
+    input_rate: int  # PCM16 rate the server takes (16 kHz is used where our own server offers it, see `offered_rates`)
+    server_turns: bool  # the server's VAD ends turns; otherwise our end of turn commits
+    commit_response: bool  # after our commit, `response.create` starts the reply
+    commit_final: bool  # commit {final: false} at the first pause, {final: true} at the end
+    full_session: bool  # `session.update` carries instructions and tools (else the model only)
+    cancel: bool  # `response.cancel` and `conversation.item.truncate` are understood
+    keeps_history: bool  # the server remembers earlier turns
+    end_events: tuple[str, ...] = ("response.done",)
+
+
+DIALECTS: dict[str, Dialect] = {
+    d.name: d
+    for d in (
+        Dialect("openai", RATE, server_turns=True, commit_response=False, commit_final=False, full_session=True,
+                cancel=True, keeps_history=True),
+        Dialect("vllm-omni", RATE, server_turns=False, commit_response=True, commit_final=False, full_session=True,
+                cancel=True, keeps_history=True),
+        Dialect("vllm-omni-turn", 16_000, server_turns=False, commit_response=False, commit_final=True,
+                full_session=False, cancel=False, keeps_history=False,
+                end_events=("response.audio.done", "response.output_audio.done")),
+        Dialect("dynamo", 16_000, server_turns=False, commit_response=False, commit_final=False, full_session=False,
+                cancel=False, keeps_history=False),
+    )
+}  # fmt: skip
+
+
+def dialect(name: str) -> Dialect:
+    try:
+        return DIALECTS[name]
+    except KeyError:
+        raise ValueError(f"unknown realtime dialect {name!r}; known: {', '.join(DIALECTS)}") from None
+
+
+def audio_of(event: Event, default_rate: int = RATE) -> tuple[np.ndarray, int]:
+    """An audio delta's PCM16 samples (under `delta` or `audio`) and their rate (`sample_rate_hz` where given)."""
+    rate = event.get("sample_rate_hz", default_rate)
+    if not isinstance(rate, int) or not 8_000 <= rate <= 192_000:
+        raise RealtimeError("invalid_audio", f"an audio delta at {rate!r} Hz")
+    return decode_pcm16(event.get("delta", event.get("audio"))), rate
+
+
+def error_of(event: Event) -> tuple[str, str]:
+    """(code, message) of an error event, nested (`error: {code, message}`) or flat (`error: "...", code`)."""
+    err = event.get("error")
+    if isinstance(err, dict):
+        return str(err.get("code") or "remote_error"), str(err.get("message", "unknown error"))
+    return str(event.get("code") or "remote_error"), str(err or "unknown error")
+
+
+def commit(final: bool | None = None) -> Event:
+    return {"type": "input_audio_buffer.commit", **({} if final is None else {"final": final})}
+
+
+def function_output(call_id: str, output: Any) -> Event:
+    return {
+        "type": "conversation.item.create",
+        "item": {"type": "function_call_output", "call_id": call_id, "output": json.dumps(output)},
+    }
+
+
+def truncate(item_id: str, audio_end_ms: int) -> Event:
+    return {"type": "conversation.item.truncate", "item_id": item_id, "content_index": 0, "audio_end_ms": audio_end_ms}
+
+
+def flat_tools(tools: list[Event]) -> list[Event]:
+    """Chat-completions tool definitions in the Realtime API's flat shape."""
+    return [{"type": "function", **t["function"]} for t in tools]

@@ -42,3 +42,15 @@ def test_the_chat_model_settings_reach_the_cascade(tmp_path, monkeypatch):
     assert make_engine(build_config(serve_args()).engine).chat is None  # no URL: the offline keyword policies
     with pytest.raises(ValueError, match="--llm-model"):
         make_engine(build_config(serve_args("--llm-url", "http://127.0.0.1:9/v1")).engine)
+
+
+def test_the_realtime_dialect_reaches_the_engine(tmp_path):
+    args = serve_args("--engine", "realtime", "--realtime-url", "ws://127.0.0.1:9/v1/realtime")
+    assert make_engine(build_config(args).engine).dialect.name == "openai"  # the default: server VAD
+    args = serve_args("--engine", "realtime", "--realtime-url", "ws://x/v1/realtime", "--realtime-dialect", "dynamo")
+    engine = make_engine(build_config(args).engine)
+    assert engine.dialect.name == "dynamo" and engine.dialect.input_rate == 16_000
+    yaml = tmp_path / "rt.yaml"
+    yaml.write_text("engine:\n  name: realtime\n  options:\n    url: ws://x/v1/realtime\n    dialect: klingon\n")
+    with pytest.raises(ValueError, match="unknown realtime dialect 'klingon'"):
+        make_engine(build_config(serve_args("--config", str(yaml))).engine)

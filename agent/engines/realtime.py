@@ -237,7 +237,8 @@ class RealtimeClientSession:
             self.outbox.put(Error("protocol", "the realtime server sent something that is not an event"))
             return
         kind = ev["type"]
-        rid = ev.get("response_id") or (ev.get("response") or {}).get("id")
+        response = ev.get("response") if isinstance(ev.get("response"), dict) else {}
+        rid = ev.get("response_id") or response.get("id")
         if kind == "error":
             code, message = rt.error_of(ev)
             self.outbox.put(Error(code, message))
@@ -267,7 +268,7 @@ class RealtimeClientSession:
         elif kind == "response.function_call_arguments.done":
             self._call(ev)
         elif kind in self.dialect.end_events:
-            self._finished(ev, rid)
+            self._finished(response.get("status"), rid)
         elif not kind.startswith(rt.KNOWN_PREFIXES):
             n = self.unknown_events[kind] = self.unknown_events.get(kind, 0) + 1
             if n == 1:
@@ -278,14 +279,13 @@ class RealtimeClientSession:
         self._item_id = ev.get("item_id") or self._item_id
         self._response_id = ev.get("response_id") or self._response_id
 
-    def _finished(self, ev: dict[str, Any], rid: str | None) -> None:
+    def _finished(self, status: Any, rid: str | None) -> None:
         if rid is not None and rid in self._dropping:
             self._dropping.discard(rid)
             return
         if self._drop_current:  # the cut reply's own end (a server without ids): it was ended then
             self._new_response()
             return
-        status = (ev.get("response") or {}).get("status")
         if self._tool_reply and status != "cancelled" and not self._transcript and not self._pcm.size:
             self._tool_reply = False  # the response that made the call ended; the one answering it follows
             self._new_response()
@@ -398,8 +398,8 @@ class RealtimeClientSession:
             if self._item_id is not None and self._first_audio_at is not None:
                 played = min(self._received_ms, (time.monotonic() - self._first_audio_at) * 1000)
                 self._queue(rt.truncate(self._item_id, int(played)))
-        elif self._in_response:  # the server cannot stop: what is left of this reply is dropped here
-            if self._response_id is not None:
+        if self._in_response:  # what is left of this reply (in flight, or all of it where the server cannot
+            if self._response_id is not None:  # stop) is dropped here
                 self._dropping.add(self._response_id)
             else:
                 self._drop_current = True

@@ -173,7 +173,7 @@ class Interpreter:
     def __post_init__(self) -> None:
         if self.source != "en":
             raise TranslationUnavailable(
-                "the offline recogniser (Whisper tiny.en) understands English only; choose English as the source"
+                "the offline recognisers (Moonshine base-en, Whisper tiny.en) understand English only; choose English"
             )
         self.translator = translator(self.source, self.target)
 

@@ -90,9 +90,10 @@ class CascadeEngine:
         now: Callable[[], dt.datetime] = _now,
         models: SpeechModels | None = None,
         llm: LlmConfig | None = None,
+        recognizer: str = "moonshine",
     ) -> None:
         self.chat = ChatModel(llm) if llm is not None and llm.url else None
-        self.models = models or load_models()
+        self.models = models or load_models(recognizer=recognizer)
         self.end_silence_ms = end_silence_ms
         self.pause_ms = pause_ms
         self.partials = partials
@@ -108,7 +109,7 @@ class CascadeEngine:
         llm = None
         if self.chat is not None and profile.interpreting:
             if opts.get("source_lang", "en") != "en":  # the chat model translates; the recogniser hears English
-                raise ValueError("the offline recogniser (Whisper tiny.en) understands English only")
+                raise ValueError("the offline recognisers (Moonshine base-en, Whisper tiny.en) understand English only")
             policy = DefaultAssistant()  # unused: the chat model answers
         else:
             policy = await self.run(make_policy, profile.name, options)  # may start an apertium process

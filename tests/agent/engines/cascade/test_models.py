@@ -25,10 +25,34 @@ def test_vad_hears_speech_not_silence_or_noise(tmp_path):
     assert not any(det(np.zeros(1280, np.float32)) for _ in range(10))
 
 
-def test_recogniser_on_espeak(models, tmp_path):
+@pytest.mark.parametrize("name", ["moonshine", "whisper"])
+def test_recognisers_on_espeak(name, tmp_path):
+    recognizer = load_models(recognizer=name).recognizer
     for text in ("What time is it?", "Repeat after me: the sky is blue.", "How many people do you see?"):
-        heard = models.recognizer.transcribe(spoken(text, tmp_path, rate=16_000))
+        heard = recognizer.transcribe(spoken(text, tmp_path, rate=16_000))
         assert wer(text, heard) <= 0.25, heard
+    assert recognizer.transcribe(np.zeros(16_000, np.float32)) == ""
+    noise = np.random.default_rng(1).standard_normal(16_000).astype(np.float32) * 0.003
+    assert recognizer.transcribe(noise) == ""
+
+
+def test_moonshine_is_the_default_and_is_prepared_once(models, tmp_path, monkeypatch):
+    from agent.engines.cascade import moonshine
+    from agent.engines.cascade.models import moonshine_recognizer
+
+    assert isinstance(models.recognizer, moonshine.MoonshineRecognizer)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    lines: list[str] = []
+    folder = moonshine.prepare(tmp_path / "m", lines.append)
+    assert sorted(f.name for f in folder.iterdir()) == [
+        "decoder_model_merged.onnx",
+        "encoder_model.onnx",
+        "tokenizer.bin",
+    ]
+    assert len(lines) == 1 and "one-time conversion" in lines[0]
+    assert moonshine.prepare(tmp_path / "m", lines.append) == folder and len(lines) == 1  # converted once
+    heard = moonshine_recognizer(progress=False).transcribe(spoken("Open the front window.", tmp_path, rate=16_000))
+    assert wer("open the front window", heard) == 0, heard
 
 
 def test_synthesiser_streams_sentences_at_24k(models):

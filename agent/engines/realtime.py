@@ -286,7 +286,7 @@ class RealtimeClientSession:
         if self._drop_current:  # the cut reply's own end (a server without ids): it was ended then
             self._new_response()
             return
-        if self._tool_reply and status != "cancelled" and not self._transcript and not self._pcm.size:
+        if self._tool_reply and status != "cancelled" and not self._transcript and not self._received_ms:
             self._tool_reply = False  # the response that made the call ended; the one answering it follows
             self._new_response()
             return
@@ -298,7 +298,7 @@ class RealtimeClientSession:
         name, call_id = str(ev.get("name", "")), str(ev.get("call_id", ""))
         try:
             args = json.loads(ev.get("arguments") or "{}")
-        except ValueError:
+        except (ValueError, TypeError):
             args = None
         if self.car is None or not isinstance(args, dict):
             state = self.car.state.snapshot() if self.car is not None else {}

@@ -8,6 +8,7 @@ metrics stay the server's own. Subclasses read their protocol
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import json
@@ -61,7 +62,7 @@ class Host(SessionObserver, Protocol):
     def observe_voice_to_voice(self, ms: float) -> None: ...
 
 
-class Connection:
+class Connection(abc.ABC):
     protocol = ""
 
     def __init__(self, host: Host, ws: ServerConnection, session_id: str) -> None:
@@ -190,16 +191,18 @@ class Connection:
             writer.cancel()
             await asyncio.gather(writer, return_exceptions=True)
 
+    @abc.abstractmethod
     async def serve(self) -> None:
-        """Read the client's messages until it leaves."""
-        raise NotImplementedError
+        """Read the client's messages, in this connection's protocol, until it leaves."""
 
     def refuse(self, no: Refused) -> None:
         """Tell the client why it may not have a session."""
         self.send({"type": "error", "code": no.code, "message": no.message})
 
     async def close_transport(self) -> None:
-        """Free what the protocol holds (a peer connection); the session's tasks are cancelled already."""
+        """Free what the protocol holds (a peer connection); the session's tasks are cancelled already.
+        Nothing, for a protocol that holds nothing besides its WebSocket."""
+        return None
 
     async def close(self, reason: str) -> None:
         if self._closed:

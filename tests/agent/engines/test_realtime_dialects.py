@@ -122,7 +122,8 @@ async def test_barge_in(dialect, tmp_path):
     if dialect in ("openai", "vllm-omni"):
         truncate = next(e for e in far.events if e["type"] == "conversation.item.truncate")
         assert "response.cancel" in kinds and truncate["item_id"] == "item_1"
-        assert 200 <= truncate["audio_end_ms"] <= 8000  # about what was played, not what was received
+        # what was played: at least the first frame (half a second passed), never more than the whole reply
+        assert 80 <= truncate["audio_end_ms"] <= 8000
     else:  # no cancel in these flows: the rest is dropped on our side
         assert "response.cancel" not in kinds and "conversation.item.truncate" not in kinds
 

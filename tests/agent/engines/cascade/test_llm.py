@@ -4,6 +4,7 @@ tests/support.py) streams chat-completion chunks the way the API does; the real 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 
 import numpy as np
@@ -39,6 +40,18 @@ def models():
 
 def llm(server: ChatServer | None, **kw) -> LlmConfig:
     return LlmConfig(url=server.url if server else "http://127.0.0.1:9/v1", model="local", **kw)
+
+
+@contextlib.asynccontextmanager
+async def cascade(models, chat: ChatServer | None, **settings):
+    """A cascade engine whose replies come from `chat` (None: a URL where nothing listens); both closed after."""
+    engine = CascadeEngine(models=models, llm=llm(chat, **settings))
+    try:
+        yield engine
+    finally:
+        await engine.close()
+        if chat is not None:
+            chat.close()
 
 
 async def turn_of(session, timeout: float = 30.0) -> list:
@@ -99,8 +112,7 @@ async def test_a_car_command_calls_a_tool_and_the_car_moves(models):
         return [{"name": "set_window", "arguments": json.dumps({"window": "front", "position": 100})}]
 
     chat = ChatServer(script)
-    engine = CascadeEngine(models=models, llm=llm(chat))
-    try:
+    async with cascade(models, chat) as engine:
         session = await engine.open_session(get_profile("in_car"))
         session.send_text("Open the front windows.")
         events = await turn_of(session)
@@ -115,9 +127,6 @@ async def test_a_car_command_calls_a_tool_and_the_car_moves(models):
         tool_msg = second["messages"][-1]
         assert json.loads(tool_msg["content"])["ok"] is True and tool_msg["tool_call_id"] == "call_0"
         await session.close()
-    finally:
-        await engine.close()
-        chat.close()
 
 
 async def test_a_refused_call_changes_nothing(models):
@@ -127,8 +136,7 @@ async def test_a_refused_call_changes_nothing(models):
         return [{"name": "set_temperature", "arguments": json.dumps({"zone": "all", "celsius": 45})}]
 
     chat = ChatServer(script)
-    engine = CascadeEngine(models=models, llm=llm(chat))
-    try:
+    async with cascade(models, chat) as engine:
         session = await engine.open_session(get_profile("in_car"))
         before = session.policy.car.state.snapshot()
         session.send_text("Set the temperature to 45 degrees.")
@@ -138,15 +146,11 @@ async def test_a_refused_call_changes_nothing(models):
         assert json.loads(chat.requests[-1]["messages"][-1]["content"])["ok"] is False
         assert said(events) == "I can't set it that hot."
         await session.close()
-    finally:
-        await engine.close()
-        chat.close()
 
 
 async def test_barge_in_closes_the_request(models):
     chat = ChatServer(lambda req: ["Let me think about that. ", ("sleep", 20), "Something stale."])
-    engine = CascadeEngine(models=models, llm=llm(chat))
-    try:
+    async with cascade(models, chat) as engine:
         session = await engine.open_session(get_profile("default"))
         session.send_text("Tell me a long story.")
         got = []
@@ -162,16 +166,12 @@ async def test_barge_in_closes_the_request(models):
         assert await wait_until(lambda: chat.closed_early == 1, 10), "the server never saw the stream closed"
         await session.close()
         assert not any(isinstance(e, TextDelta) and "stale" in e.text for e in got)
-    finally:
-        await engine.close()
-        chat.close()
 
 
 async def test_going_on_after_a_pause_closes_the_request_made_at_the_pause(models, tmp_path):
     """The request starts at the first pause (speculation); the user goes on, so it is closed unanswered."""
     chat = ChatServer(lambda req: ["Too early."], first_token_s=30)
-    engine = CascadeEngine(models=models, llm=llm(chat))
-    try:
+    async with cascade(models, chat) as engine:
         session = await engine.open_session(get_profile("default"), {"end_silence_ms": 4000})
         words = to_16k(spoken("What is the capital of France", tmp_path))
         gap = np.zeros(int(2.5 * 16_000), np.float32)  # a pause (160 ms) that does not end the turn (4 s)
@@ -184,9 +184,6 @@ async def test_going_on_after_a_pause_closes_the_request_made_at_the_pause(model
                 assert len(chat.requests) == 1, "no request was made at the pause"
         assert await wait_until(lambda: chat.closed_early == 1, 10), "the request made at the pause stayed open"
         await session.close()
-    finally:
-        await engine.close()
-        chat.close()
 
 
 @pytest.mark.parametrize(
@@ -201,9 +198,7 @@ async def test_going_on_after_a_pause_closes_the_request_made_at_the_pause(model
 async def test_a_failing_model_is_said_once_with_a_spoken_apology_and_the_session_goes_on(models, case, why):
     steps = {"timeout": [("silence", 3)], "garbage": ["Hello", ("garbage",)]}.get(case, ["Fine."])
     chat = None if case == "unreachable" else ChatServer(lambda req: steps, key="right" if case == "key" else "")
-    cfg = llm(chat, key="wrong" if case == "key" else "", timeout_s=1.0, retries=0)
-    engine = CascadeEngine(models=models, llm=cfg)
-    try:
+    async with cascade(models, chat, key="wrong" if case == "key" else "", timeout_s=1.0, retries=0) as engine:
         session = await engine.open_session(get_profile("default"))
         for _ in range(2):  # the session goes on: a second turn is answered the same way
             session.send_text("Hello?")
@@ -212,16 +207,11 @@ async def test_a_failing_model_is_said_once_with_a_spoken_apology_and_the_sessio
             assert len(errors) == 1 and errors[0].code == "llm_failed" and why in errors[0].message, errors
             assert said(events) == APOLOGY and speech(events) > 0
         await session.close()
-    finally:
-        await engine.close()
-        if chat is not None:
-            chat.close()
 
 
 async def test_translation_by_the_model_in_a_voice_of_its_language(models):
     chat = ChatServer(lambda req: ["Bonjour à tous."])
-    engine = CascadeEngine(models=models, llm=llm(chat))
-    try:
+    async with cascade(models, chat) as engine:
         spoken_fr = await engine.open_session(get_profile("translate"), {"source_lang": "en", "target_lang": "fr"})
         spoken_fr.send_text("Hello everyone.")
         events = await turn_of(spoken_fr)
@@ -235,15 +225,11 @@ async def test_translation_by_the_model_in_a_voice_of_its_language(models):
         assert "captions only" in final.extra["notice"] and speech(events) == 0
         for s in (spoken_fr, captions):
             await s.close()
-    finally:
-        await engine.close()
-        chat.close()
 
 
 async def test_the_history_sent_stays_within_its_bound(models):
     chat = ChatServer(lambda req: [f"Reply number {len(req['messages'])}."])
-    engine = CascadeEngine(models=models, llm=llm(chat, history_chars=120))
-    try:
+    async with cascade(models, chat, history_chars=120) as engine:
         session = await engine.open_session(get_profile("default"))
         for i in range(6):
             session.send_text(f"This is message {i}, which is a little long.")
@@ -251,9 +237,6 @@ async def test_the_history_sent_stays_within_its_bound(models):
         sizes = [sum(len(m["content"]) for m in r["messages"][1:-1]) for r in chat.requests]
         assert max(sizes) <= 120 and len(chat.requests[-1]["messages"]) > 2  # some history, never too much
         await session.close()
-    finally:
-        await engine.close()
-        chat.close()
 
 
 async def test_an_interpreters_segments_are_said_one_after_another(models):
@@ -261,8 +244,7 @@ async def test_an_interpreters_segments_are_said_one_after_another(models):
     chat = ChatServer(
         lambda req: ["Uno. ", ("sleep", 0.5), "Dos."] if "one" in req["messages"][-1]["content"].lower() else ["Tres."]
     )
-    engine = CascadeEngine(models=models, llm=llm(chat))
-    try:
+    async with cascade(models, chat) as engine:
         session = await engine.open_session(get_profile("translate"), {"source_lang": "en", "target_lang": "es"})
         session.send_text("One, two.")
         session.send_text("Three.")
@@ -273,6 +255,3 @@ async def test_an_interpreters_segments_are_said_one_after_another(models):
         finals = [e.text for e in events if isinstance(e, TranscriptDelta) and e.role == "assistant" and e.final]
         assert finals == ["Uno. Dos.", "Tres."]
         await session.close()
-    finally:
-        await engine.close()
-        chat.close()

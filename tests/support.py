@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import io
 import json
 import re
 import shutil
@@ -507,6 +508,56 @@ def spoken(text: str, tmp: Path, rate: int = 48_000) -> np.ndarray:
     audio, sr = read_wav(speech_wav(text, tmp / f"{name}.wav", rate=rate, pad_before=0.2, pad_after=0.1))
     assert sr == rate
     return audio
+
+
+def espeak_rendering(text: str, voice: str, rate: int = 16_000, speed: int = 160) -> np.ndarray:
+    """espeak-ng's own rendering of `text` in `voice` (at 160 words a minute: the agent's speed), at `rate`."""
+    wav = subprocess.run(
+        [need("espeak-ng"), "-v", voice, "-s", str(speed), "--stdout", text], check=True, capture_output=True
+    ).stdout
+    with wave.open(io.BytesIO(wav)) as w:
+        pcm = np.frombuffer(w.readframes(w.getnframes()), np.int16).astype(np.float32) / 32768
+        source = w.getframerate()
+    rs = StreamResampler(source, rate, quality="HQ")
+    return np.concatenate([rs.process(pcm), rs.process(np.zeros(0, np.float32), last=True)])
+
+
+def best_match(reference: np.ndarray, recording: np.ndarray) -> float:
+    """How closely some stretch of `recording` sounds like `reference` (both 16 kHz): the highest Pearson
+    correlation of their log-mel spectrograms (10 ms frames) over every alignment. Codecs and resampling
+    leave a rendering of the same sounds near 1; other words or another voice score well below."""
+    from faster_whisper.feature_extractor import FeatureExtractor
+
+    mel = FeatureExtractor(feature_size=80)
+    ref, rec = mel(reference, padding=0), mel(recording, padding=0)
+    loud = ref.mean(axis=0) > ref.mean(axis=0).min() + 0.1  # the reference's own silence carries no sound
+    ref = ref[:, np.flatnonzero(loud)[0] : np.flatnonzero(loud)[-1] + 1]
+    n = ref.shape[1]
+    if rec.shape[1] < n:
+        return 0.0
+    windows = np.lib.stride_tricks.sliding_window_view(rec, n, axis=1)  # [80, lags, n]
+    windows = windows.transpose(1, 0, 2).reshape(windows.shape[1], -1)
+    a = (ref.ravel() - ref.mean()) / ref.std()
+    b = windows - windows.mean(axis=1, keepdims=True)
+    b /= b.std(axis=1, keepdims=True) + 1e-9
+    return float((b @ a).max() / a.size)
+
+
+def pink_noise(n: int, seed: int) -> np.ndarray:
+    """1/f noise, like a car's road and engine noise: white noise shaped in the frequency domain, unit RMS."""
+    spectrum = np.fft.rfft(np.random.default_rng(seed).standard_normal(n))
+    spectrum[1:] /= np.sqrt(np.arange(1, spectrum.size))
+    spectrum[0] = 0
+    pink = np.fft.irfft(spectrum, n)
+    return pink / np.sqrt(np.mean(pink**2))
+
+
+def with_noise(speech: np.ndarray, snr_db: float, seed: int) -> np.ndarray:
+    """`speech` with pink noise `snr_db` below its voiced level (seeded: every run hears the same noise)."""
+    voiced = speech[np.abs(speech) > 0.01]
+    level = np.sqrt(np.mean(voiced**2)) if voiced.size else 0.1
+    mixed = speech + pink_noise(speech.size, seed) * level * 10 ** (-snr_db / 20)
+    return (mixed / max(1.0, np.abs(mixed).max())).astype(np.float32)
 
 
 def words(text: str) -> list[str]:

@@ -60,6 +60,10 @@ class TurnTaking:
         self.utterance.add(chunk.audio, event, ep.in_speech)
         return TurnStep(event, event is EndpointEvent.START and self.barge_in and replying())
 
+    def judge(self, pause: int, complete: bool) -> TurnStep:
+        """A semantic verdict on pause number `pause`; an END here ends the turn between ticks."""
+        return TurnStep(self.endpointer.judge(pause, complete))
+
     def audio(self) -> np.ndarray:
         """The turn so far, less the silence after its last voiced tick (the same cut at a pause and at the end)."""
         return self.utterance.audio(self.tick, self.endpointer.last_voiced_tick)

@@ -78,6 +78,11 @@ class EngineSession(Protocol):
 
     async def close(self) -> None: ...
 
+    def counters(self) -> dict[str, float]:
+        """The engine's own cumulative counts (e.g. end-of-turn verdicts), a fixed set of names per engine:
+        `/metrics` shows them as `omni_engine_events{event=...}`, summed over sessions."""
+        ...
+
 
 class Engine(Protocol):
     name: str

@@ -108,5 +108,8 @@ class EchoSession:
     def events(self) -> AsyncIterator[EngineEvent]:
         return self.outbox.__aiter__()
 
+    def counters(self) -> dict[str, float]:
+        return {}
+
     async def close(self) -> None:
         self.outbox.close()

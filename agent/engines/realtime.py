@@ -413,6 +413,12 @@ class RealtimeClientSession:
     def events(self) -> AsyncIterator[EngineEvent]:
         return self.outbox.__aiter__()
 
+    def counters(self) -> dict[str, float]:
+        return {
+            "realtime_dropped_appends": self.dropped_appends,
+            "realtime_unknown_events": sum(self.unknown_events.values()),
+        }
+
     async def close(self) -> None:
         self._closing = True
         for t in self._tasks:

@@ -152,6 +152,7 @@ class SessionPump:
         out["output_dropped_samples"] = self.framer.stats.dropped_samples
         out["output_flushed_samples"] = self.framer.stats.flushed_samples
         out["output_frames"] = self.framer.stats.frames
+        out.update((f"engine_{k}", v) for k, v in self.engine.counters().items())
         return out
 
     def occupancy(self) -> tuple[int, int]:

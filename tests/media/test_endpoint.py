@@ -35,6 +35,60 @@ def test_resume_after_pause():
     ]
 
 
+def judged(quick_end_ms=240):
+    return Endpointer(EndpointConfig(end_silence_ms=480, pause_ms=160, quick_end_ms=quick_end_ms))
+
+
+def feed(ep, ticks, first=0):
+    return [(first + i, ev) for i, a in enumerate(ticks) if (ev := ep.update(first + i, a)) is not None]
+
+
+def test_a_pause_judged_complete_ends_after_the_short_silence():
+    ep = judged()
+    # speech on ticks 0-4; the pause comes at 160 ms of silence (tick 7)
+    assert feed(ep, [tone()] * 5 + [QUIET] * 2) == [(1, EndpointEvent.START), (6, EndpointEvent.PAUSE)]
+    assert ep.judge(ep.pauses, True) is None  # 160 ms silent so far: not yet 240
+    assert feed(ep, [QUIET], 7) == [(7, EndpointEvent.END)]  # 240 ms: the end, not at 480
+    assert not ep.in_speech and not ep.complete
+
+
+def test_a_verdict_that_arrives_after_the_short_silence_ends_the_turn_at_once():
+    ep = judged()
+    feed(ep, [tone()] * 5 + [QUIET] * 4)  # 320 ms of silence, still no verdict
+    assert ep.in_speech
+    assert ep.judge(ep.pauses, True) is EndpointEvent.END
+    assert not ep.in_speech
+
+
+def test_incomplete_or_no_verdict_waits_the_full_silence():
+    for verdict in (False, None):
+        ep = judged()
+        feed(ep, [tone()] * 5 + [QUIET] * 2)
+        if verdict is not None:
+            assert ep.judge(ep.pauses, verdict) is None
+        assert feed(ep, [QUIET] * 4, 7) == [(10, EndpointEvent.END)]  # 480 ms
+
+
+def test_a_late_verdict_is_dropped():
+    ep = judged()
+    feed(ep, [tone()] * 5 + [QUIET] * 2)
+    stale = ep.pauses
+    feed(ep, [tone()] * 2 + [QUIET] * 2, 7)  # the user went on and paused again
+    assert ep.pauses == stale + 1
+    assert ep.judge(stale, True) is None and not ep.complete  # about the first pause: dropped
+    assert feed(ep, [QUIET], 11) == []  # still waiting
+    ep = judged()
+    feed(ep, [tone()] * 5 + [QUIET] * 6)  # the full silence ended the turn
+    assert not ep.in_speech and ep.judge(ep.pauses, True) is None
+
+
+def test_without_quick_end_a_verdict_changes_nothing():
+    ep = judged(None)
+    feed(ep, [tone()] * 5 + [QUIET] * 4)
+    assert ep.judge(ep.pauses, True) is None
+    assert feed(ep, [QUIET] * 2, 9) == [(10, EndpointEvent.END)]
+
+
 def test_single_click_is_not_a_turn():
     ep = Endpointer()
     assert run(ep, [QUIET, tone(), QUIET, QUIET]) == []

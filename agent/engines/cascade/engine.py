@@ -1,12 +1,14 @@
-"""The cascade engine: VAD endpointing, Whisper, a dialog policy or a chat model, hibari TTS.
+"""The cascade engine: VAD endpointing, Moonshine, a dialog policy or a chat model, hibari TTS.
 
 Offline on the CPU, unless replies come from a chat model (`llm.py`).
 Latency comes from overlapping the stages with the user's own pause: when
 Silero VAD first sees a pause (160 ms), the audio so far is recognised,
 answered and the first sentence synthesised while the end-of-turn silence
 runs out; if the user goes on, that work is thrown away (a chat model's
-request closed). At the end of the turn the first speech frame is then
-usually ready at once. Each reply is spoken by a voice of its language
+request closed). At the same pause smart-turn judges whether the turn sounds
+finished: if so it ends after a short silence (200 ms), if not it waits the
+full one (`smart_turn.py`). At the end of the turn the first speech frame is
+then usually ready at once. Each reply is spoken by a voice of its language
 (hibari for English, espeak-ng for others, captions only where there is
 none). Heavy work never runs on the event loop.
 """
@@ -29,6 +31,7 @@ from agent.config import LlmConfig
 from agent.engines.base import EngineEvent, Error, SpeechFrame, TextDelta, ToolCall, TranscriptDelta, TurnEnd
 from agent.engines.cascade.llm import APOLOGY, ChatModel, LlmDialog, LlmError, ToolRun
 from agent.engines.cascade.models import SileroDetector, SpeechModels, load_models
+from agent.engines.cascade.smart_turn import SmartTurnConfig, load_smart_turn
 from agent.engines.outbox import Outbox
 from agent.profiles import Profile
 from agent.profiles.dialog import DefaultAssistant, DialogContext, DialogPolicy, Reply, Seen
@@ -43,6 +46,8 @@ from media.turn_taking import TurnTaking
 log = logging.getLogger(__name__)
 
 PARTIAL_EVERY_TICKS = 12  # about one partial transcript a second, when the CPU is idle
+# smart-turn's verdicts on pauses, counted: `late` came after the user went on or the turn ended
+VERDICTS = ("complete", "incomplete", "late", "failed")
 
 
 def _now() -> dt.datetime:
@@ -91,9 +96,12 @@ class CascadeEngine:
         models: SpeechModels | None = None,
         llm: LlmConfig | None = None,
         recognizer: str = "moonshine",
+        smart_turn: Any = True,
     ) -> None:
+        self.smart_turn = SmartTurnConfig.from_option(smart_turn)
         self.chat = ChatModel(llm) if llm is not None and llm.url else None
         self.models = models or load_models(recognizer=recognizer)
+        self.turn_model = load_smart_turn() if self.smart_turn.enabled else None
         self.end_silence_ms = end_silence_ms
         self.pause_ms = pause_ms
         self.partials = partials
@@ -151,8 +159,9 @@ class CascadeSession:
         self.profile = profile
         self.policy = policy
         self.outbox = Outbox()
+        quick_end = engine.smart_turn.end_silence_ms if engine.turn_model is not None else None
         self.turns = TurnTaking(
-            EndpointConfig(pause_ms=engine.pause_ms, end_silence_ms=end_silence_ms),
+            EndpointConfig(pause_ms=engine.pause_ms, end_silence_ms=end_silence_ms, quick_end_ms=quick_end),
             detector,
             barge_in=profile.barge_in,
             keep_frames=6,
@@ -161,11 +170,13 @@ class CascadeSession:
         self._speculation: asyncio.Task[Prepared] | None = None
         self._reply: asyncio.Task[None] | None = None
         self._partial: asyncio.Task[None] | None = None
+        self._verdict: asyncio.Task[None] | None = None  # smart-turn judging the last pause
         self._last_partial_tick = 0
         self._turn = 0  # bumps at each user turn start: stale partials are dropped
         self._speculated = False  # the last turn's answer was made during the pause
         self._segment = 0
         self.text_only = False
+        self.verdicts = dict.fromkeys(VERDICTS, 0)
 
     # ---- input ----
 
@@ -178,7 +189,10 @@ class CascadeSession:
             self._turn += 1
             self._last_partial_tick = chunk.tick
         elif event is EndpointEvent.PAUSE:
-            self._speculation = self._spawn(self._prepare_from_audio(_nonempty(self.turns.audio())))
+            audio = _nonempty(self.turns.audio())
+            self._speculation = self._spawn(self._prepare_from_audio(audio))
+            if self.engine.turn_model is not None:
+                self._verdict = self._spawn(self._judge(audio, self.turns.endpointer.pauses))
         elif event is EndpointEvent.RESUME:
             self._drop_speculation()
         elif event is EndpointEvent.END:
@@ -205,9 +219,15 @@ class CascadeSession:
     def events(self) -> AsyncIterator[EngineEvent]:
         return self.outbox.__aiter__()
 
+    def counters(self) -> dict[str, float]:
+        """smart-turn's verdicts (none when it is off)."""
+        if self.engine.turn_model is None:
+            return {}
+        return {f"end_of_turn_{k}": v for k, v in self.verdicts.items()}
+
     async def close(self) -> None:
         self._drop_speculation()
-        for task in (self._reply, self._partial):
+        for task in (self._reply, self._partial, self._verdict):
             if task is not None:
                 task.cancel()
         self.outbox.close()
@@ -234,6 +254,24 @@ class CascadeSession:
         prepared = self._speculation or self._spawn(self._prepare_from_audio(_nonempty(turn.audio)))
         self._speculation = None
         self._reply = self._spawn(self._deliver(prepared, turn.speech_end_tick, turn.end_tick, self._reply))
+
+    async def _judge(self, audio: np.ndarray, pause: int) -> None:
+        """smart-turn's verdict on a pause; a turn judged complete ends after the short silence (maybe now)."""
+        model = self.engine.turn_model
+        assert model is not None
+        try:
+            p = await self.engine.run(model.probability, audio)
+        except Exception:
+            log.exception("smart-turn failed: the turn waits the full silence")
+            self.verdicts["failed"] += 1
+            return
+        complete = p >= self.engine.smart_turn.threshold
+        if not self.turns.endpointer.judging(pause):
+            self.verdicts["late"] += 1
+            return
+        self.verdicts["complete" if complete else "incomplete"] += 1
+        if self.turns.judge(pause, complete).event is EndpointEvent.END:
+            self._end_of_turn()
 
     def _maybe_partial(self, tick: int) -> None:
         if tick - self._last_partial_tick < PARTIAL_EVERY_TICKS or self.engine.in_flight:

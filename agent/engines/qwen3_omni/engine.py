@@ -246,6 +246,9 @@ class QwenOmniSession:
     def events(self) -> AsyncIterator[EngineEvent]:
         return self.outbox.__aiter__()
 
+    def counters(self) -> dict[str, float]:
+        return {}
+
     async def close(self) -> None:
         self.engine.forget(self.key)
         self.outbox.close()

@@ -43,9 +43,9 @@ def llm(server: ChatServer | None, **kw) -> LlmConfig:
 
 
 @contextlib.asynccontextmanager
-async def cascade(models, chat: ChatServer | None, **settings):
+async def cascade(models, chat: ChatServer | None, smart_turn: bool = True, **settings):
     """A cascade engine whose replies come from `chat` (None: a URL where nothing listens); both closed after."""
-    engine = CascadeEngine(models=models, llm=llm(chat, **settings))
+    engine = CascadeEngine(models=models, llm=llm(chat, **settings), smart_turn=smart_turn)
     try:
         yield engine
     finally:
@@ -171,7 +171,7 @@ async def test_barge_in_closes_the_request(models):
 async def test_going_on_after_a_pause_closes_the_request_made_at_the_pause(models, tmp_path):
     """The request starts at the first pause (speculation); the user goes on, so it is closed unanswered."""
     chat = ChatServer(lambda req: ["Too early."], first_token_s=30)
-    async with cascade(models, chat) as engine:
+    async with cascade(models, chat, smart_turn=False) as engine:  # smart-turn might end the turn at the pause
         session = await engine.open_session(get_profile("default"), {"end_silence_ms": 4000})
         words = to_16k(spoken("What is the capital of France", tmp_path))
         gap = np.zeros(int(2.5 * 16_000), np.float32)  # a pause (160 ms) that does not end the turn (4 s)

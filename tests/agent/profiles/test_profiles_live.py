@@ -7,7 +7,19 @@ import pytest
 
 from agent.client import RATE, AgentClient
 from agent.engines.cascade.models import load_models
-from tests.support import ask, make_config, media_flowing, running, spoken, to_16k, wait_until, ws_url
+from tests.support import (
+    ask,
+    best_match,
+    espeak_rendering,
+    make_config,
+    media_flowing,
+    quiet_again,
+    running,
+    spoken,
+    to_16k,
+    wait_until,
+    ws_url,
+)
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +95,9 @@ async def test_english_paragraph_comes_back_as_spanish_while_still_talking(model
             start,
         )
         spoke = await wait_until(lambda: max(np.abs(f).max() for f in client.received.frames) > 0.05, 20)
+        heard_from = next(i for i, t in enumerate(client.received.times) if t >= client.mic.sent_at[ident])
+        await quiet_again(client, heard_from)
+        received = to_16k(np.concatenate(client.received.frames[heard_from:]))
         await client.close()
     msgs = client.messages[start:]
     times = client.message_times[start:]
@@ -100,3 +115,10 @@ async def test_english_paragraph_comes_back_as_spanish_while_still_talking(model
     assert targets[0][0] < speaking_until - 2.0 and targets[1][0] < speaking_until
     assert not any(m["type"] == "metrics" and m["interrupted"] for m in msgs)  # nobody was cut off
     assert spoke, "the translations were not spoken"
+    # ... in a Spanish voice: what came back sounds like espeak-ng's own Spanish rendering of the captions,
+    # far more than like its English voice reading the same words
+    for _, m in targets[1:3]:
+        spanish_voice = best_match(espeak_rendering(m["text"], "es"), received)
+        english_voice = best_match(espeak_rendering(m["text"], "en"), received)
+        print(f"{m['text']!r}: like espeak-ng es {spanish_voice:.2f}, like espeak-ng en {english_voice:.2f}")
+        assert spanish_voice > 0.9 and spanish_voice > english_voice + 0.1

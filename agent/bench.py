@@ -5,8 +5,15 @@ concurrent aiortc clients. Each speaks a set of utterances (speech made
 offline with the bundled hibari voice; clicks for the echo stream) with
 audio and, optionally, a camera, and measures: voice-to-voice latency per
 turn (last voiced sample sent to first reply sample received), underruns
-and continuity of the returned audio, and the server's CPU and memory.
-Prints progress and a table, writes JSON and draws a PNG.
+and continuity of the returned audio, the server's CPU and memory, and the
+clients' own CPU. Prints progress and a table, writes JSON and draws a PNG.
+
+To measure the server rather than its clients: `--replay` sends media
+encoded once before the run (`agent/replay.py`) instead of encoding per
+client; `--server-cpus` / `--client-cpus` keep the two on separate cores; a
+level where the server falls behind (a failed session, a lost turn, an
+underrun, p95 over `--p95-limit-ms`) ends a `--ramp`, and the level before
+it is reported as the capacity.
 """
 
 from __future__ import annotations
@@ -15,8 +22,8 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -27,6 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from agent.client import RATE, AgentClient, CameraTrack
+from agent.machine import machine
+from agent.replay import ReplayCamera, ReplayMicrophone, encode_camera_loop, encode_opus, silence_packet
 from agent.transport.ice import set_host_addresses
 from media.pcm import StreamResampler
 
@@ -38,6 +47,21 @@ class Clip:
     text: str
     audio: np.ndarray  # 48 kHz mono float32
     last_voiced: int  # sample index
+    packets: list[bytes] = field(default_factory=list)  # the audio as Opus packets, with --replay
+
+
+@dataclass
+class Replay:
+    """What every replaying client sends, encoded once."""
+
+    silence: bytes
+    camera: list[bytes]
+
+    @classmethod
+    def encode(cls, clips: list[Clip]) -> Replay:
+        for clip in clips:
+            clip.packets = encode_opus(clip.audio)
+        return cls(silence_packet(), encode_camera_loop())
 
 
 def make_clips(click: bool) -> list[Clip]:
@@ -66,16 +90,31 @@ class ClientResult:
     continuity: float = 0.0  # audio received / wall time it spanned
 
 
-async def run_client(url: str, clips: list[Clip], turns: int, video: bool, offset: float, click: bool) -> ClientResult:
-    client = AgentClient(url, video=CameraTrack(fps=10, size=(640, 480)) if video else None)
+def make_client(url: str, video: bool, replay: Replay | None) -> AgentClient:
+    if replay is None:
+        return AgentClient(url, video=CameraTrack(fps=10, size=(640, 480)) if video else None)
+    camera = ReplayCamera(replay.camera, fps=10) if video else None
+    return AgentClient(url, video=camera, mic=ReplayMicrophone(replay.silence))
+
+
+async def run_client(
+    url: str, clips: list[Clip], turns: int, video: bool, offset: float, click: bool, replay: Replay | None = None
+) -> ClientResult:
+    client = make_client(url, video, replay)
     result = ClientResult()
     try:
         await client.connect(timeout=20)
-        await asyncio.sleep(1.0 + offset)
+        for _ in range(400):  # media flowing both ways first: a turn spoken before that is no measure
+            if len(client.received.frames) >= 10:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise TimeoutError("no audio came back within 20 s of connecting")
+        await asyncio.sleep(0.5 + offset)
         for i in range(turns):
             clip = clips[i % len(clips)]
             start = len(client.messages)
-            ident = client.mic.play(clip.audio)
+            ident = client.mic.play(clip.packets if replay is not None else clip.audio)
             if click:
                 await asyncio.sleep(0.5)
             else:
@@ -110,23 +149,53 @@ def percentiles(values: list[float]) -> dict[str, float | None]:
     return {f"p{q}": float(np.percentile(a, q)) for q in (50, 95, 99)}
 
 
+LAG = "omni_event_loop_lag_seconds_bucket"
+
+
 def scrape_process(http: str) -> dict[str, float]:
+    """The server's CPU seconds, resident memory, and its event-loop lag histogram (`lag_le_<bound>` counts)."""
     body = urllib.request.urlopen(f"{http}/metrics", timeout=5).read().decode()
     out = {}
     for name in ("process_cpu_seconds_total", "process_resident_memory_bytes"):
         m = re.search(rf"^{name} (\S+)$", body, re.M)
         if m:
             out[name] = float(m.group(1))
+    for bound, count in re.findall(rf'^{LAG}{{le="([^"]+)"}} (\S+)$', body, re.M):
+        out[f"lag_le_{bound}"] = float(count)
     return out
 
 
-async def run_level(url: str, http: str, n: int, clips: list[Clip], turns: int, video: bool, click: bool) -> dict:
-    before, t0 = scrape_process(http), time.monotonic()
+def lag_p95_ms(before: dict[str, float], after: dict[str, float]) -> float | None:
+    """The upper bound of the bucket holding the 95th percentile of the loop lag sampled between two scrapes."""
+    bounds = sorted((float(k.removeprefix("lag_le_")), k) for k in after if k.startswith("lag_le_"))
+    counts = [(b, after[k] - before.get(k, 0.0)) for b, k in bounds]  # cumulative, +Inf last
+    if not counts or counts[-1][1] <= 0:
+        return None
+    return next(b * 1000 for b, c in counts if c >= 0.95 * counts[-1][1])
+
+
+def own_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def run_level(
+    url: str,
+    http: str,
+    n: int,
+    clips: list[Clip],
+    turns: int,
+    video: bool,
+    click: bool,
+    replay: Replay | None = None,
+) -> dict:
+    before, t0, mine = scrape_process(http), time.monotonic(), own_cpu_seconds()
     results = await asyncio.gather(
-        *(run_client(url, clips, turns, video, i * 0.4 / max(1, n), click) for i in range(n)),
+        *(run_client(url, clips, turns, video, i * 0.4 / max(1, n), click, replay) for i in range(n)),
         return_exceptions=True,
     )
     wall = time.monotonic() - t0
+    clients_cpu = (own_cpu_seconds() - mine) / wall
     after = scrape_process(http)
     ok = [r for r in results if isinstance(r, ClientResult)]
     failed = [repr(r) for r in results if not isinstance(r, ClientResult)]
@@ -142,15 +211,48 @@ async def run_level(url: str, http: str, n: int, clips: list[Clip], turns: int, 
         **{f"{k}_ms": v for k, v in percentiles(samples).items()},
         "server_cpu_pct": 100 * cpu,
         "server_rss_mb": after.get("process_resident_memory_bytes", 0) / 2**20,
+        "server_loop_lag_p95_ms": lag_p95_ms(before, after),
+        "client_cpu_pct_per_session": 100 * clients_cpu / n,
+        "client_cpu_pct_of_cores": 100 * clients_cpu / len(os.sched_getaffinity(0)),
         "samples_ms": [round(x, 2) for x in samples],
     }
 
 
-def spawn_server(*args: str) -> tuple[subprocess.Popen[str], str]:
-    """`omni-agent serve ARGS` on a free loopback port, no transcripts; returns it and its http URL."""
+def behind(row: dict, p95_limit_ms: float) -> str | None:
+    """Why the server fell behind at this level, or None: it held."""
+    if row["failed_sessions"]:
+        return f"{len(row['failed_sessions'])} session(s) failed"
+    if row["lost"]:
+        return f"{row['lost']} turn(s) lost"
+    if row["underruns"]:
+        return f"{row['underruns']} underrun(s)"
+    if row["p95_ms"] is None or row["p95_ms"] > p95_limit_ms:
+        return f"p95 {row['p95_ms'] or float('nan'):.0f} ms over {p95_limit_ms:.0f} ms"
+    return None
+
+
+def cpu_list(text: str) -> set[int]:
+    """'0', '0,2' or '0-3' as a set of CPU numbers this process may use."""
+    cpus: set[int] = set()
+    try:
+        for part in text.split(","):
+            lo, _, hi = part.partition("-")
+            cpus.update(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise ValueError(f"not a CPU list: {text!r} (e.g. 0, 0,2 or 0-3)") from None
+    allowed = os.sched_getaffinity(0)
+    if not cpus or not cpus <= allowed:
+        raise ValueError(f"CPUs {text!r}: this machine lets us use {sorted(allowed)}")
+    return cpus
+
+
+def spawn_server(*args: str, cpus: set[int] | None = None) -> tuple[subprocess.Popen[str], str]:
+    """`omni-agent serve ARGS` on a free loopback port, no transcripts, on `cpus` if given (every thread it
+    starts inherits them); returns it and its http URL."""
     cmd = [sys.executable, "-m", "agent.cli", "serve", "--port", "0", "--host-address", "127.0.0.1"]
     cmd += ["--transcripts", "", "--log-level", "warning", *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=pin)
     assert proc.stdout is not None
     for _ in range(50):
         line = proc.stdout.readline()
@@ -163,10 +265,10 @@ def spawn_server(*args: str) -> tuple[subprocess.Popen[str], str]:
 
 
 def start_server(
-    engine: str, mode: str | None, max_sessions: int, extra: list[str] | None = None
+    engine: str, mode: str | None, max_sessions: int, extra: list[str] | None = None, cpus: set[int] | None = None
 ) -> tuple[subprocess.Popen[str], str]:
     mode_args = ["--mode", mode] if mode else []
-    return spawn_server("--engine", engine, "--max-sessions", str(max_sessions), *mode_args, *(extra or []))
+    return spawn_server("--engine", engine, "--max-sessions", str(max_sessions), *mode_args, *(extra or []), cpus=cpus)
 
 
 def draw(rows: list[dict], title: str, path: Path) -> None:
@@ -208,6 +310,10 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ramp", help="levels as START:STOP:STEP instead of --sessions")
     p.add_argument("--turns", type=int, default=10, help="turns (utterances or clicks) per session")
     p.add_argument("--video", action="store_true", help="send a 640x480 10 fps camera too")
+    p.add_argument("--replay", action="store_true", help="send media encoded once, not encoded per client")
+    p.add_argument("--server-cpus", help="CPUs for the server started here, e.g. 0 or 0-1")
+    p.add_argument("--client-cpus", help="CPUs for the clients (this process), e.g. 1")
+    p.add_argument("--p95-limit-ms", type=float, default=300.0, help="a level whose p95 is over this has fallen behind")
     p.add_argument("--out", type=Path, default=Path("results/bench"), help="prefix of the JSON and PNG written")
 
 
@@ -217,6 +323,9 @@ def run(args: argparse.Namespace) -> int:
         a, b, c = (int(x) for x in args.ramp.split(":"))
         levels = list(range(a, b + 1, c))
     set_host_addresses(["127.0.0.1"])
+    server_cpus = cpu_list(args.server_cpus) if args.server_cpus else None
+    if args.client_cpus:
+        os.sched_setaffinity(0, cpu_list(args.client_cpus))  # before any thread: the executor's inherit it
     proc = None
     if args.url:
         http = args.url.rstrip("/")
@@ -226,48 +335,79 @@ def run(args: argparse.Namespace) -> int:
         engine, mode = args.engine, ("stream" if args.engine == "echo" else None)
         print(f"bench: starting omni-agent serve --engine {engine} ...", flush=True)
         extra = [a for k in ("model", "device") if getattr(args, k) for a in (f"--{k}", getattr(args, k))]
-        proc, http = start_server(engine, mode, max(levels), extra)
+        proc, http = start_server(engine, mode, max(levels), extra, server_cpus)
     click = engine == "echo" and mode == "stream"
     url = http.replace("http", "ws", 1) + "/ws"
     what = "clicks" if click else "spoken questions"
     print(
         f"bench: {engine} at {http}; levels {levels}; {args.turns} {what} per session"
-        f"{' with video' if args.video else ''}",
+        f"{' with video' if args.video else ''}{', replayed' if args.replay else ''}",
         flush=True,
     )
     clips = make_clips(click)
-    rows = []
+    replay = Replay.encode(clips) if args.replay else None
+    rows: list[dict] = []
+    capacity: dict = {"sessions": 0, "first_behind": None, "why": None}
     try:
         for n in levels:
             print(f"bench: {n} session(s) ...", flush=True)
-            row = asyncio.run(run_level(url, http, n, clips, args.turns, args.video, click))
+            row = asyncio.run(run_level(url, http, n, clips, args.turns, args.video, click, replay))
             rows.append(row)
             p = {k: row[f"{k}_ms"] for k in ("p50", "p95", "p99")}
             shown = " ".join(f"{k} {v:.0f} ms" if v is not None else f"{k} -" for k, v in p.items())
             print(
                 f"bench:   {n} sessions: {row['turns']} turns, {shown}, lost {row['lost']}, "
-                f"underruns {row['underruns']}, server CPU {row['server_cpu_pct']:.0f} %",
+                f"underruns {row['underruns']}, server CPU {row['server_cpu_pct']:.0f} %, "
+                f"loop lag p95 <= {row['server_loop_lag_p95_ms'] or float('nan'):g} ms, "
+                f"clients' CPU {row['client_cpu_pct_per_session']:.2f} % a session",
                 flush=True,
             )
+            if row["client_cpu_pct_of_cores"] > 80:
+                print(
+                    f"bench:   warning: the clients kept their {len(os.sched_getaffinity(0))} CPU(s) "
+                    f"{row['client_cpu_pct_of_cores']:.0f} % busy: from here on the clients may be what falls behind",
+                    flush=True,
+                )
+            why = behind(row, args.p95_limit_ms)
+            if why is None and capacity["first_behind"] is None:
+                capacity["sessions"] = n
+            elif why is not None and capacity["first_behind"] is None:
+                capacity.update(first_behind=n, why=why)
+                print(f"bench:   fell behind at {n} sessions: {why}", flush=True)
+                if args.ramp:
+                    break
     finally:
         if proc is not None:
             proc.terminate()
             proc.wait(15)
-    print("\n| sessions | turns | p50 ms | p95 ms | p99 ms | lost | underruns | continuity | server CPU % | RSS MB |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print(
+        "\n| sessions | turns | p50 ms | p95 ms | p99 ms | lost | underruns | continuity | server CPU % | RSS MB "
+        "| clients' CPU % a session |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         f = [f"{r[k]:.0f}" if r[k] is not None else "-" for k in ("p50_ms", "p95_ms", "p99_ms")]
         print(
             f"| {r['sessions']} | {r['turns']} | {' | '.join(f)} | {r['lost']} | {r['underruns']} "
-            f"| {r['continuity_min']:.3f} | {r['server_cpu_pct']:.0f} | {r['server_rss_mb']:.0f} |"
+            f"| {r['continuity_min']:.3f} | {r['server_cpu_pct']:.0f} | {r['server_rss_mb']:.0f} "
+            f"| {r['client_cpu_pct_per_session']:.2f} |"
         )
+    held = f"{capacity['sessions']} sessions held"
+    if capacity["first_behind"] is not None:
+        held += f"; fell behind at {capacity['first_behind']} ({capacity['why']})"
+    print(f"bench: capacity: {held}")
     result = {
         "benchmark": "omni-agent bench",
         "engine": engine,
         "mode": mode,
         "video": args.video,
+        "replay": args.replay,
+        "server_cpus": sorted(server_cpus) if server_cpus else None,
+        "client_cpus": args.client_cpus,
+        "p95_limit_ms": args.p95_limit_ms,
         "measure": "click round trip" if click else "voice to voice",
-        "machine": f"{platform.machine()} {os.cpu_count()} cores",
+        "machine": machine(),
+        "capacity": capacity,
         "levels": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, Protocol
 
 import av
 import numpy as np
@@ -26,6 +26,14 @@ from media.tracks import tune_jitter_buffers
 
 RATE = 48_000
 FRAME = 960  # 20 ms
+
+
+class Microphone(Protocol):
+    """What a client speaks through: `MicrophoneTrack` (PCM, encoded as it goes) or `replay.ReplayMicrophone`."""
+
+    sent_at: dict[int, float]
+
+    def play(self, media: Any) -> int: ...
 
 
 class MicrophoneTrack(MediaStreamTrack):
@@ -142,14 +150,19 @@ class Received:
 
 class AgentClient:
     def __init__(
-        self, url: str, profile: str = "default", video: CameraTrack | None = None, jitter_prefetch: int = 0
+        self,
+        url: str,
+        profile: str = "default",
+        video: MediaStreamTrack | None = None,
+        jitter_prefetch: int = 0,
+        mic: Microphone | None = None,
     ) -> None:
         self.url = url
         self.jitter_prefetch = jitter_prefetch
         self.target_lang: str | None = None
         self.token: str | None = None
         self.profile = profile
-        self.mic = MicrophoneTrack()
+        self.mic: Any = mic if mic is not None else MicrophoneTrack()
         self.camera = video
         self.received = Received()
         self.messages: list[dict[str, Any]] = []

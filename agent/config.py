@@ -120,10 +120,14 @@ class EngineConfig:
 
 @dataclass
 class OverloadConfig:
-    """The overload policy's thresholds on recent p95s, and how fast it moves (agent/server/overload.py)."""
+    """The overload policy's thresholds on recent p95s, and how fast it moves (agent/server/overload.py).
+
+    From `omni-agent bench --replay` with the server on one core (docs/benchmarks.md, capacity): levels the
+    server held had a loop-lag p95 of at most 5-10 ms; the first level it lost turns at, 10-50 ms. Two cascade
+    talkers at once on one core put the first speech frame ~0.6-0.9 s after the end of the turn."""
 
     first_audio_p95_ms: float = 1500.0
-    loop_lag_p95_ms: float = 100.0
+    loop_lag_p95_ms: float = 50.0
     escalate_s: float = 2.0  # pressure this long moves one level up
     recover_s: float = 10.0  # calm this long moves one level down
     window_s: float = 30.0  # samples older than this no longer count (a text-only server has no speech to time)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.machine import machine
+from agent.machine import machine
 
 FULL_CONFIG = Path(__file__).resolve().parent.parent / "agent" / "engines" / "qwen3_omni" / "full_config.json"
 

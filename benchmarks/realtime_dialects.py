@@ -21,8 +21,8 @@ import numpy as np
 from websockets.asyncio.server import serve
 
 from agent.client import AgentClient
+from agent.machine import machine
 from agent.transport.ice import set_host_addresses
-from benchmarks.machine import machine
 from tests.support import ScriptedRealtime, make_config, media_flowing, quiet_again, running, spoken, ws_url
 
 QUESTIONS = ["What time is it?", "What can you do?", "Hello there.", "Can you see me?"]

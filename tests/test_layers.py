@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("agent.session",),
     ("agent.transport",),
     ("agent.server",),
-    ("agent.cli", "agent.bench", "agent.client"),
+    ("agent.cli", "agent.bench", "agent.client", "agent.replay", "agent.machine"),
 ]
 
 

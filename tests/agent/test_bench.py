@@ -1,10 +1,12 @@
 """`omni-agent bench` against the echo engine: table, JSON and PNG, and honest percentiles."""
 
 import json
+import os
 import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 
 def test_bench_echo_short_run(tmp_path):
@@ -45,3 +47,58 @@ def test_bench_echo_short_run(tmp_path):
         assert lvl["server_cpu_pct"] > 0 and lvl["server_rss_mb"] > 10
     png = out.with_suffix(".png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def bench(tmp_path, *args):
+    out = tmp_path / "bench"
+    cmd = [sys.executable, "-m", "agent.cli", "bench", "--engine", "echo", "--out", str(out), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    print(proc.stdout)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout, json.loads(out.with_suffix(".json").read_text())
+
+
+def cpus() -> tuple[str, str]:
+    """One CPU for the server, another for the clients (the same one on a single-CPU machine)."""
+    mine = sorted(os.sched_getaffinity(0))
+    return str(mine[0]), str(mine[-1])
+
+
+def test_bench_replays_encoded_media_on_separate_cores(tmp_path):
+    server, clients = cpus()
+    stdout, result = bench(
+        tmp_path, "--replay", "--video", "--ramp", "1:2:1", "--turns", "3", "--p95-limit-ms", "5000",
+        "--server-cpus", server, "--client-cpus", clients,
+    )  # fmt: skip
+    assert "replayed" in stdout and "bench: capacity: 2 sessions held" in stdout
+    assert result["replay"] is True and result["server_cpus"] == [int(server)] and result["client_cpus"] == clients
+    assert result["capacity"] == {"sessions": 2, "first_behind": None, "why": None}
+    for lvl in result["levels"]:
+        assert lvl["turns"] == 3 * lvl["sessions"] and lvl["lost"] == 0  # every replayed click came back
+        assert 0 < lvl["client_cpu_pct_per_session"] < 100
+        assert lvl["server_loop_lag_p95_ms"] is not None and lvl["server_loop_lag_p95_ms"] > 0
+    assert "cores" in result["machine"]  # the processor named
+
+
+def test_a_ramp_stops_at_the_first_level_that_falls_behind(tmp_path):
+    stdout, result = bench(tmp_path, "--replay", "--ramp", "1:3:1", "--turns", "2", "--p95-limit-ms", "1")
+    assert [lvl["sessions"] for lvl in result["levels"]] == [1]  # 2 and 3 never ran
+    assert result["capacity"]["sessions"] == 0 and result["capacity"]["first_behind"] == 1
+    assert "over 1 ms" in result["capacity"]["why"]
+    assert "fell behind at 1 sessions" in stdout
+
+
+def test_the_server_runs_on_the_cpus_it_was_given():
+    from agent.bench import cpu_list, spawn_server
+
+    server, _ = cpus()
+    proc, _ = spawn_server("--engine", "echo", cpus=cpu_list(server))
+    try:
+        assert os.sched_getaffinity(proc.pid) == {int(server)}
+    finally:
+        proc.terminate()
+        proc.wait(15)
+    with pytest.raises(ValueError, match="not a CPU list"):
+        cpu_list("one")
+    with pytest.raises(ValueError, match="lets us use"):
+        cpu_list("4096")

@@ -28,6 +28,22 @@ RATE = 48_000
 FRAME = 960  # 20 ms
 
 
+class Pacer:
+    """Wakes a track's `recv()` at its media's own times, so frames leave as a live source sends them; the
+    first call starts the clock."""
+
+    def __init__(self) -> None:
+        self._start: float | None = None
+
+    async def wait(self, media_s: float) -> None:
+        now = time.monotonic()
+        if self._start is None:
+            self._start = now
+        due = self._start + media_s
+        if due > now:
+            await asyncio.sleep(due - now)
+
+
 class Microphone(Protocol):
     """What a client speaks through: `MicrophoneTrack` (PCM, encoded as it goes) or `replay.ReplayMicrophone`."""
 
@@ -50,7 +66,7 @@ class MicrophoneTrack(MediaStreamTrack):
         self.channels = channels
         self._queue: list[tuple[int, np.ndarray]] = []
         self._buf = np.zeros(0, np.float32)
-        self._start: float | None = None
+        self._pacer = Pacer()
         self._pts = 0
         self._next_id = 0
         self.sent_at: dict[int, float] = {}
@@ -66,12 +82,7 @@ class MicrophoneTrack(MediaStreamTrack):
     async def recv(self) -> av.AudioFrame:
         if self.readyState != "live":
             raise MediaStreamError
-        now = time.monotonic()
-        if self._start is None:
-            self._start = now
-        due = self._start + self._pts / RATE
-        if due > now:
-            await asyncio.sleep(due - now)
+        await self._pacer.wait(self._pts / RATE)
         if self._buf.size == 0 and self._queue:
             self._current, self._buf = self._queue.pop(0)
             self.sent_at[self._current] = time.monotonic()
@@ -100,17 +111,12 @@ class CameraTrack(MediaStreamTrack):
         self.size = size
         self.image = image
         self._n = 0
-        self._start: float | None = None
+        self._pacer = Pacer()
 
     async def recv(self) -> av.VideoFrame:
         if self.readyState != "live":
             raise MediaStreamError
-        now = time.monotonic()
-        if self._start is None:
-            self._start = now
-        due = self._start + self._n / self.fps
-        if due > now:
-            await asyncio.sleep(due - now)
+        await self._pacer.wait(self._n / self.fps)
         if self.image is not None:
             img = self.image
         else:

@@ -13,7 +13,6 @@ same RTP. What the clients receive is still decoded, to measure it.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Sequence
 from fractions import Fraction
@@ -22,6 +21,8 @@ import av
 import numpy as np
 from aiortc import MediaStreamTrack
 from aiortc.mediastreams import MediaStreamError
+
+from agent.client import Pacer
 
 RATE = 48_000
 FRAME = 960  # 20 ms
@@ -107,7 +108,7 @@ class ReplayMicrophone(MediaStreamTrack):
         self._current: Sequence[bytes] = ()
         self._pos = 0
         self._next_id = 0
-        self._start: float | None = None
+        self._pacer = Pacer()
         self._pts = 0
 
     def play(self, packets: Sequence[bytes]) -> int:
@@ -119,12 +120,7 @@ class ReplayMicrophone(MediaStreamTrack):
     async def recv(self) -> av.Packet:
         if self.readyState != "live":
             raise MediaStreamError
-        now = time.monotonic()
-        if self._start is None:
-            self._start = now
-        due = self._start + self._pts / RATE
-        if due > now:
-            await asyncio.sleep(due - now)
+        await self._pacer.wait(self._pts / RATE)
         if self._pos >= len(self._current) and self._queue:
             ident, self._current = self._queue.pop(0)
             self._pos = 0
@@ -151,17 +147,12 @@ class ReplayCamera(MediaStreamTrack):
         self.frames = frames
         self.fps = fps
         self._n = 0
-        self._start: float | None = None
+        self._pacer = Pacer()
 
     async def recv(self) -> av.Packet:
         if self.readyState != "live":
             raise MediaStreamError
-        now = time.monotonic()
-        if self._start is None:
-            self._start = now
-        due = self._start + self._n / self.fps
-        if due > now:
-            await asyncio.sleep(due - now)
+        await self._pacer.wait(self._n / self.fps)
         packet = av.Packet(self.frames[self._n % len(self.frames)])
         packet.pts = int(self._n * 90_000 / self.fps)
         packet.time_base = VIDEO_TIME_BASE

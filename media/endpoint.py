@@ -8,7 +8,7 @@ start recognising there); RESUME if the user goes on after a PAUSE; END after
 `end_silence_ms` without voice, or when a turn reaches `max_turn_ms`.
 
 A pause may also be *judged*: a semantic model that hears the turn is
-complete (`judge(True)`) lets it end after the shorter `quick_end_ms`; a
+complete (`judge(pause, True)`) lets it end after the shorter `quick_end_ms`; a
 verdict of incomplete, or none, waits the full `end_silence_ms`. A verdict
 holds for its pause only: the user going on clears it.
 """

@@ -11,9 +11,22 @@ import pytest
 from agent.client import AgentClient, CameraTrack
 from agent.engines.base import SpeechFrame, TextDelta, TurnEnd
 from agent.engines.cascade import CascadeEngine
+from agent.engines.cascade.engine import VERDICTS
 from agent.engines.cascade.models import load_models
 from agent.profiles import get_profile
-from tests.support import ask, make_config, media_flowing, quiet_again, running, spoken, to_16k, wait_until, wer, ws_url
+from tests.support import (
+    ask,
+    make_config,
+    media_flowing,
+    quiet_again,
+    running,
+    scrape_until,
+    spoken,
+    to_16k,
+    wait_until,
+    wer,
+    ws_url,
+)
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +41,11 @@ async def test_spoken_question_gets_spoken_answer(models, tmp_path):
         await media_flowing(client)
         turn = await ask(client, spoken("What time is it?", tmp_path))
         await client.close()
+        # smart-turn judged the pause, and /metrics counts its verdict
+        verdicts = [("omni_engine_events_total", (("event", f"end_of_turn_{k}"),)) for k in VERDICTS]
+        metrics = await scrape_until(server.port, lambda m: sum(m.get(k, 0) for k in verdicts) >= 1, 10)
     print(f"user heard: {turn['user']!r}; reply: {turn['reply']!r}; figures: {turn['metrics']}")
+    assert sum(metrics.get(k, 0) for k in verdicts) >= 1, "no smart-turn verdict in /metrics"
     assert wer("what time is it", turn["user"]) <= 0.25
     assert re.fullmatch(r"It's \d{1,2}:\d\d [AP]M\.", turn["reply"])
     # the reply's audio, recognised again, says the reply

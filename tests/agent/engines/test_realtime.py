@@ -80,6 +80,7 @@ async def test_remote_protocol_errors_become_error_events_and_unknown_events_are
         assert codes[:2] == ["protocol", "model_overloaded"]  # not JSON; the server's own error
         assert "connection_lost" in codes
         assert session.unknown_events == {"mystery.event": 1}  # counted and logged, not shown
+        assert session.counters()["realtime_unknown_events"] == 1  # what /metrics shows as omni_engine_events
         assert any(isinstance(e, TurnEnd) and e.interrupted for e in events)
         await wait_until(lambda: fake.connections >= 2, 10)
         assert fake.connections == 2  # it reconnected, once

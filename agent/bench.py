@@ -64,7 +64,8 @@ class Replay:
         return cls(silence_packet(), encode_camera_loop())
 
 
-def make_clips(click: bool) -> list[Clip]:
+def make_clips(click: bool, texts: list[str] = UTTERANCES) -> list[Clip]:
+    """A click, or each of `texts` spoken by hibari at 48 kHz with 0.2 s of silence before and 0.1 s after."""
     if click:
         n = RATE // 100
         audio = (0.8 * np.sin(np.arange(n) * 2 * np.pi * 1000 / RATE)).astype(np.float32)
@@ -73,7 +74,7 @@ def make_clips(click: bool) -> list[Clip]:
 
     tts = Synthesizer()
     clips = []
-    for text in UTTERANCES:
+    for text in texts:
         speech = np.concatenate(list(tts.stream(text)))
         rs = StreamResampler(tts.rate, RATE, quality="HQ")
         audio = np.concatenate([rs.process(speech), rs.process(np.zeros(0, np.float32), last=True)])

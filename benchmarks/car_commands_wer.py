@@ -19,8 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from agent.machine import machine
-from media.pcm import StreamResampler
-from tests.support import espeak_rendering, wer, with_noise
+from tests.support import espeak_rendering, to_16k, wer, with_noise
 
 COMMANDS = [
     "Open the front window.",
@@ -53,11 +52,6 @@ def spell_numbers(text: str) -> str:
     return " ".join(word(int(w)) if w.isdigit() and int(w) < 100 else w for w in text.split())
 
 
-def resampled(pcm: np.ndarray, rate: int) -> np.ndarray:
-    rs = StreamResampler(rate, RATE, quality="HQ")
-    return np.concatenate([rs.process(pcm.astype(np.float32)), rs.process(np.zeros(0, np.float32), last=True)])
-
-
 def clips() -> list[dict]:
     from agent.engines.cascade.models import Synthesizer
 
@@ -66,7 +60,7 @@ def clips() -> list[dict]:
     for i, text in enumerate(COMMANDS):
         for voice, speech in (
             ("espeak", espeak_rendering(text, "en-us+f3", RATE, speed=185)),
-            ("hibari", resampled(np.concatenate(list(tts.stream(text))), tts.rate)),
+            ("hibari", to_16k(np.concatenate(list(tts.stream(text))), tts.rate)),
         ):
             pad = np.zeros(RATE // 4, np.float32)
             out.append({"text": text, "voice": voice, "noise": "clean", "audio": np.concatenate([pad, speech, pad])})

@@ -26,11 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-from agent.bench import spawn_server
+from agent.bench import make_clips, spawn_server
 from agent.client import RATE, AgentClient
 from agent.machine import machine
 from agent.transport.ice import set_host_addresses
-from media.pcm import StreamResampler
 from tests.support import ChatServer, read_wav, speech_wav, wait_until
 
 ANSWER = ["All right, ", "here is a short answer. ", "It has a second sentence."]  # starts loud, like most replies
@@ -68,16 +67,7 @@ def question_clips(voice: str) -> list[tuple[str, np.ndarray]]:
             (q, read_wav(speech_wav(q, tmp / f"q{i}.wav", rate=RATE, pad_before=0.2, pad_after=0.1))[0])
             for i, q in enumerate(QUESTIONS)
         ]
-    from agent.engines.cascade.models import Synthesizer
-
-    tts, clips = Synthesizer(), []
-    for q in QUESTIONS:
-        rs = StreamResampler(tts.rate, RATE, quality="HQ")
-        speech = np.concatenate(list(tts.stream(q)))
-        audio = np.concatenate([rs.process(speech), rs.process(np.zeros(0, np.float32), last=True)])
-        pad = np.zeros(RATE // 10, np.float32)
-        clips.append((q, np.concatenate([pad, pad, audio, pad])))
-    return clips
+    return [(c.text, c.audio) for c in make_clips(False, QUESTIONS)]
 
 
 def verdicts(http: str) -> dict[str, float]:

@@ -91,55 +91,73 @@ class ClientResult:
     continuity: float = 0.0  # audio received / wall time it spanned
 
 
-def make_client(url: str, video: bool, replay: Replay | None) -> AgentClient:
+def make_client(url: str, video: bool, replay: Replay | None, text_only: bool = False) -> AgentClient:
     if replay is None:
-        return AgentClient(url, video=CameraTrack(fps=10, size=(640, 480)) if video else None)
-    camera = ReplayCamera(replay.camera, fps=10) if video else None
-    return AgentClient(url, video=camera, mic=ReplayMicrophone(replay.silence))
+        client = AgentClient(url, video=CameraTrack(fps=10, size=(640, 480)) if video else None)
+    else:
+        camera = ReplayCamera(replay.camera, fps=10) if video else None
+        client = AgentClient(url, video=camera, mic=ReplayMicrophone(replay.silence))
+    client.text_only = text_only
+    return client
 
 
-async def run_client(
-    url: str, clips: list[Clip], turns: int, video: bool, offset: float, click: bool, replay: Replay | None = None
-) -> ClientResult:
-    client = make_client(url, video, replay)
-    result = ClientResult()
+async def connect_client(url: str, video: bool, replay: Replay | None, text_only: bool = False) -> AgentClient:
+    """A connected client whose media flows both ways: a turn spoken before that is no measure."""
+    client = make_client(url, video, replay, text_only)
     try:
         await client.connect(timeout=20)
-        for _ in range(400):  # media flowing both ways first: a turn spoken before that is no measure
+        for _ in range(400):
             if len(client.received.frames) >= 10:
-                break
+                return client
             await asyncio.sleep(0.05)
-        else:
-            raise TimeoutError("no audio came back within 20 s of connecting")
-        await asyncio.sleep(0.5 + offset)
-        for i in range(turns):
-            clip = clips[i % len(clips)]
-            start = len(client.messages)
-            ident = client.mic.play(clip.packets if replay is not None else clip.audio)
-            if click:
-                await asyncio.sleep(0.5)
-            else:
-                try:
-                    await client.wait_for(lambda m: m["type"] == "metrics", 30, start)
-                except TimeoutError:
-                    result.lost += 1
-                    continue
-                await asyncio.sleep(0.3)
-            t_end = client.mic.sent_at[ident] + clip.last_voiced / RATE
-            heard = client.received.first_loud_after(t_end, threshold=0.1 if click else 0.02)
-            if heard is None or heard - t_end < 0.01:  # nothing, or an earlier reply still playing
-                result.lost += 1
-            else:
-                result.latencies_ms.append((heard - t_end) * 1000)
-            if not click:
-                await client.wait_for(lambda m: m.get("state") == "listening", 30, start)
-                await asyncio.sleep(0.3)
-        times = np.array(client.received.times)
-        if times.size > 2:
-            result.underruns = int((np.diff(times) > 0.06).sum())
-            result.continuity = float(times.size * 0.02 / (times[-1] - times[0] + 0.02))
-    finally:
+        raise TimeoutError("no audio came back within 20 s of connecting")
+    except BaseException:
         await client.close()
+        raise
+
+
+async def run_turns(client: AgentClient, clips: list[Clip], turns: int, offset: float, click: bool) -> ClientResult:
+    """`turns` clips or questions, one after another; underruns count from here, not from connecting. A
+    text-only client times the first assistant transcript instead of the first audible reply."""
+    result = ClientResult()
+    first_frame = len(client.received.times)
+    await asyncio.sleep(0.5 + offset)
+    for i in range(turns):
+        clip = clips[i % len(clips)]
+        start = len(client.messages)
+        ident = client.mic.play(clip.packets if isinstance(client.mic, ReplayMicrophone) else clip.audio)
+        if click:
+            await asyncio.sleep(0.5)
+        else:
+            try:
+                await client.wait_for(lambda m: m["type"] == "metrics", 30, start)
+            except TimeoutError:
+                result.lost += 1
+                continue
+            await asyncio.sleep(0.3)
+        t_end = client.mic.sent_at[ident] + clip.last_voiced / RATE
+        if client.text_only:
+            heard = next(
+                (
+                    at
+                    for m, at in zip(client.messages[start:], client.message_times[start:], strict=True)
+                    if m["type"] == "transcript" and m["role"] == "assistant"
+                ),
+                None,
+            )
+        else:
+            heard = client.received.first_loud_after(t_end, threshold=0.1 if click else 0.02)
+        if heard is None or heard - t_end < 0.01:  # nothing, or an earlier reply still playing
+            result.lost += 1
+        else:
+            result.latencies_ms.append((heard - t_end) * 1000)
+        if not click:
+            await client.wait_for(lambda m: m.get("state") == "listening", 30, start)
+            await asyncio.sleep(0.3)
+    times = np.array(client.received.times[first_frame:])
+    if times.size > 2:
+        result.underruns = int((np.diff(times) > 0.06).sum())
+        result.continuity = float(times.size * 0.02 / (times[-1] - times[0] + 0.02))
     return result
 
 
@@ -189,15 +207,28 @@ async def run_level(
     video: bool,
     click: bool,
     replay: Replay | None = None,
+    text_only: bool = False,
 ) -> dict:
-    before, t0, mine = scrape_process(http), time.monotonic(), own_cpu_seconds()
-    results = await asyncio.gather(
-        *(run_client(url, clips, turns, video, i * 0.4 / max(1, n), click, replay) for i in range(n)),
-        return_exceptions=True,
+    # every session connects first (each DTLS handshake is a burst of CPU), then all take their turns:
+    # what is measured is the steady state of n sessions, not n connecting at once
+    set_up_at, before_set_up = time.monotonic(), scrape_process(http)
+    connected = await asyncio.gather(
+        *(connect_client(url, video, replay, text_only) for _ in range(n)), return_exceptions=True
     )
-    wall = time.monotonic() - t0
-    clients_cpu = (own_cpu_seconds() - mine) / wall
-    after = scrape_process(http)
+    set_up_s = time.monotonic() - set_up_at
+    clients = [c for c in connected if isinstance(c, AgentClient)]
+    before, t0, mine = scrape_process(http), time.monotonic(), own_cpu_seconds()
+    try:
+        results: list = await asyncio.gather(
+            *(run_turns(c, clips, turns, i * 0.4 / max(1, n), click) for i, c in enumerate(clients)),
+            return_exceptions=True,
+        )
+    finally:
+        wall = time.monotonic() - t0
+        clients_cpu = (own_cpu_seconds() - mine) / wall
+        after = scrape_process(http)
+        await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
+    results += [c for c in connected if not isinstance(c, AgentClient)]
     ok = [r for r in results if isinstance(r, ClientResult)]
     failed = [repr(r) for r in results if not isinstance(r, ClientResult)]
     samples = [x for r in ok for x in r.latencies_ms]
@@ -211,6 +242,9 @@ async def run_level(
         "continuity_min": min((r.continuity for r in ok), default=0.0),
         **{f"{k}_ms": v for k, v in percentiles(samples).items()},
         "server_cpu_pct": 100 * cpu,
+        "set_up_s": set_up_s,
+        "set_up_server_cpu_s": before.get("process_cpu_seconds_total", 0)
+        - before_set_up.get("process_cpu_seconds_total", 0),
         "server_rss_mb": after.get("process_resident_memory_bytes", 0) / 2**20,
         "server_loop_lag_p95_ms": lag_p95_ms(before, after),
         "client_cpu_pct_per_session": 100 * clients_cpu / n,
@@ -312,6 +346,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--turns", type=int, default=10, help="turns (utterances or clicks) per session")
     p.add_argument("--video", action="store_true", help="send a 640x480 10 fps camera too")
     p.add_argument("--replay", action="store_true", help="send media encoded once, not encoded per client")
+    p.add_argument(
+        "--text-only", action="store_true", help="sessions ask for replies in text: time the first reply text"
+    )
     p.add_argument("--server-cpus", help="CPUs for the server started here, e.g. 0 or 0-1")
     p.add_argument("--client-cpus", help="CPUs for the clients (this process), e.g. 1")
     p.add_argument("--p95-limit-ms", type=float, default=300.0, help="a level whose p95 is over this has fallen behind")
@@ -334,15 +371,20 @@ def run(args: argparse.Namespace) -> int:
         engine, mode = info["engine"], info.get("engine_mode")
     else:
         engine, mode = args.engine, ("stream" if args.engine == "echo" else None)
+    click = engine == "echo" and mode == "stream"
+    if click and args.text_only:
+        print("bench: --text-only needs an engine that answers turns; the echo stream has none", file=sys.stderr)
+        return 2
+    if not args.url:
         print(f"bench: starting omni-agent serve --engine {engine} ...", flush=True)
         extra = [a for k in ("model", "device") if getattr(args, k) for a in (f"--{k}", getattr(args, k))]
         proc, http = start_server(engine, mode, max(levels), extra, server_cpus)
-    click = engine == "echo" and mode == "stream"
     url = http.replace("http", "ws", 1) + "/ws"
     what = "clicks" if click else "spoken questions"
     print(
         f"bench: {engine} at {http}; levels {levels}; {args.turns} {what} per session"
-        f"{' with video' if args.video else ''}{', replayed' if args.replay else ''}",
+        f"{' with video' if args.video else ''}{', replayed' if args.replay else ''}"
+        f"{', replies in text only' if args.text_only else ''}",
         flush=True,
     )
     clips = make_clips(click)
@@ -352,7 +394,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         for n in levels:
             print(f"bench: {n} session(s) ...", flush=True)
-            row = asyncio.run(run_level(url, http, n, clips, args.turns, args.video, click, replay))
+            row = asyncio.run(run_level(url, http, n, clips, args.turns, args.video, click, replay, args.text_only))
             rows.append(row)
             p = {k: row[f"{k}_ms"] for k in ("p50", "p95", "p99")}
             shown = " ".join(f"{k} {v:.0f} ms" if v is not None else f"{k} -" for k, v in p.items())
@@ -360,7 +402,8 @@ def run(args: argparse.Namespace) -> int:
                 f"bench:   {n} sessions: {row['turns']} turns, {shown}, lost {row['lost']}, "
                 f"underruns {row['underruns']}, server CPU {row['server_cpu_pct']:.0f} %, "
                 f"loop lag p95 <= {row['server_loop_lag_p95_ms'] or float('nan'):g} ms, "
-                f"clients' CPU {row['client_cpu_pct_per_session']:.2f} % a session",
+                f"clients' CPU {row['client_cpu_pct_per_session']:.2f} % a session "
+                f"(all connected in {row['set_up_s']:.1f} s, {row['set_up_server_cpu_s']:.1f} s of server CPU)",
                 flush=True,
             )
             if row["client_cpu_pct_of_cores"] > 80:
@@ -406,7 +449,8 @@ def run(args: argparse.Namespace) -> int:
         "server_cpus": sorted(server_cpus) if server_cpus else None,
         "client_cpus": args.client_cpus,
         "p95_limit_ms": args.p95_limit_ms,
-        "measure": "click round trip" if click else "voice to voice",
+        "measure": "click round trip" if click else "voice to reply text" if args.text_only else "voice to voice",
+        "text_only": args.text_only,
         "machine": machine(),
         "capacity": capacity,
         "levels": rows,

@@ -22,7 +22,7 @@ from aiortc.mediastreams import MediaStreamError
 from websockets.asyncio.client import ClientConnection, connect
 
 from agent.transport.ice import rtc_configuration
-from media.tracks import tune_jitter_buffers
+from media.tracks import audio_decoder, tune_audio_receivers
 
 RATE = 48_000
 FRAME = 960  # 20 ms
@@ -45,7 +45,8 @@ class Pacer:
 
 
 class Microphone(Protocol):
-    """What a client speaks through: `MicrophoneTrack` (PCM, encoded as it goes) or `replay.ReplayMicrophone`."""
+    """What a client speaks through: `MicrophoneTrack` (PCM, encoded as it goes) or `replay.ReplayMicrophone`
+    (pre-encoded; it has a `run(pc)` that sends, which the client starts once connected)."""
 
     sent_at: dict[int, float]
 
@@ -167,6 +168,7 @@ class AgentClient:
         self.jitter_prefetch = jitter_prefetch
         self.target_lang: str | None = None
         self.token: str | None = None
+        self.text_only = False  # ask for replies in text only
         self.profile = profile
         self.mic: Any = mic if mic is not None else MicrophoneTrack()
         self.camera = video
@@ -187,37 +189,38 @@ class AgentClient:
         if self.camera is not None:
             pc.addTrack(self.camera)
         pc.on("track", self._on_track)
-        tune_jitter_buffers(pc, self.jitter_prefetch)
+        tune_audio_receivers(pc, self.jitter_prefetch, channels=1)
         await pc.setLocalDescription(await pc.createOffer())  # gathers all candidates
         offer = {"type": "offer", "sdp": pc.localDescription.sdp, "profile": self.profile}
         if self.target_lang:
             offer["target_lang"] = self.target_lang
         if self.token is not None:
             offer["token"] = self.token
+        if self.text_only:
+            offer["text_only"] = True
         await self.ws.send(json.dumps(offer))
         self._tasks.append(asyncio.create_task(self._read()))
         self.answer = await self.wait_for(lambda m: m["type"] in ("answer", "error"), timeout)
         if self.answer["type"] == "error":
             raise RuntimeError(f"server refused: {self.answer}")
         await pc.setRemoteDescription(RTCSessionDescription(self.answer["sdp"], "answer"))
+        run = getattr(self.mic, "run", None)
+        if run is not None:
+            self._tasks.append(asyncio.create_task(run(pc)))
         return self.answer
 
     def _on_track(self, track: MediaStreamTrack) -> None:
         if track.kind == "audio":
-            self._tasks.append(asyncio.create_task(self._record(track)))
+            assert self.pc is not None
+            decoder = audio_decoder(self.pc, track)
+            assert decoder is not None, "connect() tunes every audio receiver"
+            decoder.sink = self._record  # straight from the decoder, no queue and task between
 
-    async def _record(self, track: MediaStreamTrack) -> None:
-        while True:
-            try:
-                frame = await track.recv()
-            except MediaStreamError:
-                return
-            data = frame.to_ndarray()
-            channels = len(frame.layout.channels)
-            mono = data.reshape(-1, channels)[:, 0].astype(np.float32) / 32768
-            self.received.times.append(time.monotonic())
-            self.received.frames.append(mono)
-            self.received.rate = frame.sample_rate
+    def _record(self, frame: av.AudioFrame) -> None:
+        mono = frame.to_ndarray().reshape(-1).astype(np.float32) / 32768  # decoded to mono
+        self.received.times.append(time.monotonic())
+        self.received.frames.append(mono)
+        self.received.rate = frame.sample_rate
 
     async def _read(self) -> None:
         assert self.ws is not None

@@ -72,7 +72,10 @@ class MediaConfig:
     jitter_prefetch: int = 0
     queue_ticks: int = 50  # 4 s of audio between aligner and engine
     output_backlog_ms: int = 400  # cap for generated speech queued in the framer
-    live_backlog_ms: int = 100  # live (echo stream) output: one frame + 20 ms, then drop rather than lag
+    # Live (echo stream) output: beyond one 80 ms frame + 20 ms the backlog sheds
+    # silence; beyond live_backlog_max_ms it drops sound rather than lag.
+    live_backlog_ms: int = 100
+    live_backlog_max_ms: int = 200
     output_lead_ms: int = 120  # generated speech is fed this far ahead of playback
     # A session whose audio stops (a dead track, a vanished client, ICE gone)
     # ends after this long; also the limit for the connection to come up.
@@ -198,6 +201,8 @@ def load_config(path: str | Path | None = None) -> Config:
     _merge(cfg, data, p.name)
     if cfg.profile not in PROFILES:
         raise ConfigError(f"{p.name}: profile must be one of {', '.join(PROFILES)}")
+    if not 0 < cfg.media.live_backlog_ms <= cfg.media.live_backlog_max_ms:
+        raise ConfigError(f"{p.name}: media.live_backlog_ms must be above 0 and at most media.live_backlog_max_ms")
     return cfg
 
 

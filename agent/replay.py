@@ -5,40 +5,35 @@ than the server spends on its session, so a bench on one machine measures its
 clients. Here every spoken clip is Opus-encoded once (20 ms packets, made as
 aiortc's own encoder makes them) and a camera loop is VP8-encoded once (10 fps;
 a key frame first and every 3 s, as a browser sends them on a clean network);
-each client then sends those packets as they are. aiortc's sender packetizes an
-`av.Packet` that a track returns instead of encoding a frame (the path its
-`MediaPlayer(decode=False)` takes). The server cannot tell: it receives the
-same RTP. What the clients receive is still decoded, to measure it.
+each client then sends those packets as they are, as RTP written below
+aiortc's sender (`RtpStream`: aiortc's own per-packet Python cost more than
+the server's). The server cannot tell: it receives the RTP a browser sends,
+over aiortc's real ICE, DTLS and SRTP. What the clients receive is still
+decoded, to measure it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import random
+import struct
 import time
 from collections.abc import Sequence
 from fractions import Fraction
 
 import av
 import numpy as np
-from aiortc import MediaStreamTrack
+from aiortc import MediaStreamTrack, RTCPeerConnection, RTCRtpTransceiver
+from aiortc.codecs.vpx import Vp8Encoder
 from aiortc.mediastreams import MediaStreamError
 
 from agent.client import Pacer
+from media.opus import opus_encoder
 
 RATE = 48_000
 FRAME = 960  # 20 ms
 AUDIO_TIME_BASE = Fraction(1, RATE)
 VIDEO_TIME_BASE = Fraction(1, 90_000)
-
-
-def _opus_encoder() -> av.AudioCodecContext:
-    codec = av.CodecContext.create("libopus", "w")
-    codec.bit_rate = 96_000  # aiortc's OpusEncoder settings
-    codec.format = "s16"
-    codec.layout = "stereo"
-    codec.sample_rate = RATE
-    codec.time_base = AUDIO_TIME_BASE
-    codec.options = {"application": "voip"}
-    return codec
 
 
 WARM_FRAMES = 5  # a fresh encoder fades its first frame in: a click at the start of a clip came out 30x weaker
@@ -47,7 +42,7 @@ WARM_FRAMES = 5  # a fresh encoder fades its first frame in: a click at the star
 def encode_opus(pcm: np.ndarray) -> list[bytes]:
     """48 kHz mono float32 as 20 ms Opus packets (stereo, as a browser and aiortc send it), flushed. The
     encoder runs on silence first, as a live one would have; those packets are left out."""
-    codec = _opus_encoder()
+    codec = opus_encoder(RATE, "stereo", 96_000, {"application": "voip"})  # aiortc's OpusEncoder settings
     s16 = (np.clip(np.asarray(pcm, np.float32), -1, 1) * 32767).astype(np.int16)
     s16 = np.pad(s16, (WARM_FRAMES * FRAME, -s16.size % FRAME))
     packets: list[bytes] = []
@@ -94,9 +89,106 @@ def encode_camera_loop(
     return frames
 
 
-class ReplayMicrophone(MediaStreamTrack):
-    """Sends queued pre-encoded clips as 20 ms Opus packets, a silence packet between them, paced like a
-    microphone. `play(packets)` and `sent_at` work as `client.MicrophoneTrack`'s."""
+NTP_UNIX_OFFSET = 2_208_988_800  # seconds from 1900 (NTP) to 1970 (Unix)
+MID = "urn:ietf:params:rtp-hdrext:sdes:mid"
+ABS_SEND_TIME = "http://www.webrtc.org/experiments/rtp-hdrext/abs-send-time"
+
+
+class RtpStream:
+    """One outgoing RTP stream written below aiortc's RTCRtpSender.
+
+    aiortc's sender costs ~0.3 ms of Python a packet (an RtpPacket object, its
+    header extensions through `datetime`, a task hop per frame); here a header
+    is one `struct.pack` and the packet goes straight to the DTLS transport,
+    which protects it (SRTP) and sends it. It carries what a browser's does:
+    the negotiated payload type and SSRC, the MID and abs-send-time extensions
+    (the server's bandwidth estimator reads the latter), the marker on a
+    frame's last packet.
+    """
+
+    def __init__(self, transceiver: RTCRtpTransceiver) -> None:
+        sender = transceiver.sender
+        self.transport = sender.transport
+        self.ssrc: int = sender._ssrc  # type: ignore[attr-defined]
+        self.payload_type = transceiver._codecs[0].payloadType
+        ids = {e.uri: e.id for e in transceiver._headerExtensions}
+        mid = (transceiver.mid or "").encode()
+        self._fixed = bytes([(ids[MID] << 4) | (len(mid) - 1)]) + mid if MID in ids and mid else b""
+        self._abs_id = ids.get(ABS_SEND_TIME)
+        self.sequence = random.randrange(1 << 16)
+        self._timestamp_origin = random.randrange(1 << 32)
+        self.packets = 0
+
+    def _extensions(self) -> bytes:
+        body = self._fixed
+        if self._abs_id is not None:  # 6.18 fixed-point seconds, 24 bits
+            when = int((time.time() + NTP_UNIX_OFFSET) * (1 << 18)) & 0xFFFFFF
+            body += bytes([(self._abs_id << 4) | 2]) + when.to_bytes(3, "big")
+        if not body:
+            return b""
+        body += bytes(-len(body) % 4)
+        return struct.pack("!HH", 0xBEDE, len(body) // 4) + body  # RFC 8285, one-byte form
+
+    def packets_for(self, payloads: Sequence[bytes], timestamp: int) -> list[bytes]:
+        """One frame's RTP packets; `timestamp` in the codec's clock from the stream's start."""
+        extensions = self._extensions()
+        first = 0x90 if extensions else 0x80  # version 2, extension bit
+        stamp = (self._timestamp_origin + timestamp) & 0xFFFFFFFF
+        last = len(payloads) - 1
+        out = []
+        for i, payload in enumerate(payloads):
+            marker_type = (0x80 if i == last else 0) | self.payload_type
+            header = struct.pack("!BBHII", first, marker_type, self.sequence, stamp, self.ssrc)
+            out.append(header + extensions + payload)
+            self.sequence = (self.sequence + 1) & 0xFFFF
+        return out
+
+    async def send(self, payloads: Sequence[bytes], timestamp: int) -> None:
+        for packet in self.packets_for(payloads, timestamp):
+            await self.transport._send_rtp(packet)
+        self.packets += len(payloads)
+
+
+class _Placeholder(MediaStreamTrack):
+    """A track that gives aiortc's sender nothing (its media leaves through RtpStream) until it stops."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._stopped = asyncio.Event()
+
+    def stop(self) -> None:
+        super().stop()
+        self._stopped.set()
+
+    async def recv(self) -> av.Packet:
+        await self._stopped.wait()
+        raise MediaStreamError
+
+
+class ReplayCamera(_Placeholder):
+    """A pre-encoded VP8 loop, packetized once as aiortc does (picture ids follow the loop), sent round and
+    round at `fps` by the ReplayMicrophone of the same peer."""
+
+    kind = "video"
+
+    def __init__(self, frames: Sequence[bytes], fps: float = 10.0) -> None:
+        super().__init__()
+        self.fps = fps
+        self.payloads = [Vp8Encoder._packetize(f, i) for i, f in enumerate(frames)]
+        self.sent = 0
+
+    def next_frame(self) -> tuple[list[bytes], int]:
+        """The next frame's payloads and its RTP timestamp (90 kHz)."""
+        n = self.sent
+        self.sent += 1
+        return self.payloads[n % len(self.payloads)], int(n * 90_000 / self.fps)
+
+
+class ReplayMicrophone(_Placeholder):
+    """Queued pre-encoded clips as 20 ms Opus packets, a silence packet between them, paced like a
+    microphone; `play(packets)` and `sent_at` work as `client.MicrophoneTrack`'s. `run(pc)` (the client
+    starts it once connected) sends them, and a ReplayCamera's frames on the same peer, through one
+    RtpStream each: one timer for both, no aiortc sender."""
 
     kind = "audio"
 
@@ -108,8 +200,7 @@ class ReplayMicrophone(MediaStreamTrack):
         self._current: Sequence[bytes] = ()
         self._pos = 0
         self._next_id = 0
-        self._pacer = Pacer()
-        self._pts = 0
+        self.streams: list[RtpStream] = []  # once running: the microphone's, then the camera's
 
     def play(self, packets: Sequence[bytes]) -> int:
         ident = self._next_id
@@ -117,44 +208,37 @@ class ReplayMicrophone(MediaStreamTrack):
         self._queue.append((ident, packets))
         return ident
 
-    async def recv(self) -> av.Packet:
-        if self.readyState != "live":
-            raise MediaStreamError
-        await self._pacer.wait(self._pts / RATE)
+    def _next_packet(self) -> bytes:
         if self._pos >= len(self._current) and self._queue:
             ident, self._current = self._queue.pop(0)
             self._pos = 0
             self.sent_at[ident] = time.monotonic()
         if self._pos < len(self._current):
-            data = self._current[self._pos]
             self._pos += 1
-        else:
-            data = self.silence
-        packet = av.Packet(data)
-        packet.pts = self._pts
-        packet.time_base = AUDIO_TIME_BASE
-        self._pts += FRAME
-        return packet
+            return self._current[self._pos - 1]
+        return self.silence
 
-
-class ReplayCamera(MediaStreamTrack):
-    """Sends a pre-encoded VP8 loop at `fps`, round and round."""
-
-    kind = "video"
-
-    def __init__(self, frames: Sequence[bytes], fps: float = 10.0) -> None:
-        super().__init__()
-        self.frames = frames
-        self.fps = fps
-        self._n = 0
-        self._pacer = Pacer()
-
-    async def recv(self) -> av.Packet:
-        if self.readyState != "live":
-            raise MediaStreamError
-        await self._pacer.wait(self._n / self.fps)
-        packet = av.Packet(self.frames[self._n % len(self.frames)])
-        packet.pts = int(self._n * 90_000 / self.fps)
-        packet.time_base = VIDEO_TIME_BASE
-        self._n += 1
-        return packet
+    async def run(self, pc: RTCPeerConnection) -> None:
+        """Send until the peer closes: audio every 20 ms, the camera's frames when they are due."""
+        (audio,) = [t for t in pc.getTransceivers() if t.sender.track is self]
+        video = next((t for t in pc.getTransceivers() if isinstance(t.sender.track, ReplayCamera)), None)
+        while audio.sender.transport.state != "connected":  # no media before DTLS is up, as a browser
+            if audio.sender.transport.state in ("closed", "failed"):
+                return
+            await asyncio.sleep(0.01)
+        mic = RtpStream(audio)
+        camera = (RtpStream(video), video.sender.track) if video is not None else None
+        self.streams = [mic] + ([camera[0]] if camera is not None else [])
+        pacer = Pacer()
+        n = 0
+        try:
+            while True:
+                await pacer.wait(n * FRAME / RATE)
+                await mic.send([self._next_packet()], n * FRAME)
+                if camera is not None:
+                    stream, track = camera
+                    while track.sent <= n * FRAME / RATE * track.fps:
+                        await stream.send(*track.next_frame())
+                n += 1
+        except ConnectionError:  # the peer closed
+            return

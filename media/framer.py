@@ -7,6 +7,11 @@ never jumps: when there is nothing to say the framer returns silence. The
 backlog is capped (the oldest samples go, counted) so late frames after an
 underrun never add delay for good, and `flush` empties it at once for
 barge-in.
+
+Live output (the echo stream) keeps latency low without cutting sounds: past
+`trim_above_ms` the backlog sheds silence at its head (what a jitter would
+have added, trimmed in the next pause, as adaptive jitter buffers do); only
+past `max_backlog_ms` does anything audible go.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ class FramerStats:
     speech_frames: int = 0  # ... that carried any speech
     underruns: int = 0  # frames that ran short while speech was flowing
     dropped_samples: int = 0  # cut by the backlog cap
+    trimmed_samples: int = 0  # silence shed to keep a live backlog short
     flushed_samples: int = 0  # cut by barge-in
 
 
@@ -42,12 +48,14 @@ class OutputFramer:
         in_rate: int = OUTPUT_RATE,
         frame_ms: int = 20,
         max_backlog_ms: int = 400,
+        trim_above_ms: int | None = None,
     ) -> None:
         if rate * frame_ms % 1000:
             raise ValueError(f"{frame_ms} ms is not a whole number of samples at {rate} Hz")
         self.rate = rate
         self.frame_samples = rate * frame_ms // 1000
         self.max_backlog = rate * max_backlog_ms // 1000
+        self.trim_above = None if trim_above_ms is None else rate * trim_above_ms // 1000
         self.stats = FramerStats()
         self._resampler = StreamResampler(in_rate, rate, quality="HQ")
         self._buf = np.zeros(0, np.float32)
@@ -73,7 +81,21 @@ class OutputFramer:
         if excess > 0:
             self._buf = self._buf[excess:]
             self.stats.dropped_samples += excess
+        self._trim()
         self._flowing = True
+
+    SILENT = 10 ** (-50 / 20)  # -50 dBFS: below any voice, above codec noise on silence
+
+    def _trim(self) -> None:
+        """Shed the silence at the head of the backlog, up to what it holds beyond `trim_above`."""
+        if self.trim_above is None or self._buf.size <= self.trim_above:
+            return
+        excess = self._buf.size - self.trim_above
+        loud = np.flatnonzero(np.abs(self._buf[:excess]) >= self.SILENT)
+        quiet = int(loud[0]) if loud.size else excess
+        if quiet:
+            self._buf = self._buf[quiet:]
+            self.stats.trimmed_samples += quiet
 
     def end_of_speech(self) -> None:
         """The speaker finished: what follows the backlog is silence, not an underrun."""
@@ -87,6 +109,7 @@ class OutputFramer:
         return n
 
     def pull(self) -> OutFrame:
+        self._trim()  # a pause that reached the head since the push
         n = self.frame_samples
         self.stats.frames += 1
         pts = self._pts

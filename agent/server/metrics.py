@@ -99,12 +99,14 @@ class _SessionCollector(Collector):
         yield CounterMetricFamily(
             "omni_output_frames", "20 ms output frames sent", value=totals.get("output_frames", 0)
         )
-        engine = CounterMetricFamily("omni_engine_events", "What the engine counted", labels=["event"])
-        for k, v in sorted(totals.items()):
-            if k.startswith("engine_"):
-                engine.add_metric([k.removeprefix("engine_")], v)
-        yield engine
+        for prefix, what in (("engine", "the engine"), ("transport", "the media transport")):
+            family = CounterMetricFamily(f"omni_{prefix}_events", f"What {what} counted", labels=["event"])
+            for k, v in sorted(totals.items()):
+                if k.startswith(f"{prefix}_"):
+                    family.add_metric([k.removeprefix(f"{prefix}_")], v)
+            yield family
         out_drop = CounterMetricFamily("omni_output_samples_dropped", "Output samples cut", labels=["why"])
         out_drop.add_metric(["backlog"], totals.get("output_dropped_samples", 0))
         out_drop.add_metric(["barge_in"], totals.get("output_flushed_samples", 0))
+        out_drop.add_metric(["silence_trimmed"], totals.get("output_trimmed_samples", 0))
         yield out_drop

@@ -89,7 +89,11 @@ class SessionPump:
             AlignerConfig(video_fps=cfg.video_fps, max_video_pixels=cfg.max_video_pixels), to_rgb
         )
         self.queue = ChunkQueue(capacity=cfg.queue_ticks)
-        self.framer = OutputFramer(max_backlog_ms=cfg.live_backlog_ms if live_output else cfg.output_backlog_ms)
+        self.framer = (
+            OutputFramer(max_backlog_ms=cfg.live_backlog_max_ms, trim_above_ms=cfg.live_backlog_ms)
+            if live_output
+            else OutputFramer(max_backlog_ms=cfg.output_backlog_ms)
+        )
         self.lead_ms = cfg.output_lead_ms
         self.turns = TurnTracker()
         self.tick = -1  # the last tick fed to the engine
@@ -101,6 +105,8 @@ class SessionPump:
         self._last_event = 0.0  # when the engine last sent anything: the deadline counts its silence
         self._events: asyncio.Task[None] | None = None
         self._restart = False
+        self.text_only_asked = False
+        self.transport_counters: Callable[[], dict[str, float]] = dict  # set by the transport: what it dropped
 
     # ---- from the transport and the client ----
 
@@ -124,10 +130,15 @@ class SessionPump:
         self.engine.interrupt()
         self.framer.flush()
 
+    def ask_text_only(self) -> None:
+        """The client asked for replies in text only (the offer's `text_only`): for good, whatever the load."""
+        self.text_only_asked = True
+        self.engine.text_only = True
+
     def set_load(self, shed_video: bool, text_only: bool) -> None:
         """The server's overload policy: drop all video; answer new turns in text only."""
         self.queue.shed_video = shed_video
-        self.engine.text_only = text_only
+        self.engine.text_only = text_only or self.text_only_asked
 
     def emit(self, msg: dict[str, Any]) -> None:
         """One message to the client, whoever made it (the pump, the transport): recorded, counted, sent."""
@@ -151,8 +162,10 @@ class SessionPump:
         out["output_underruns"] = self.framer.stats.underruns
         out["output_dropped_samples"] = self.framer.stats.dropped_samples
         out["output_flushed_samples"] = self.framer.stats.flushed_samples
+        out["output_trimmed_samples"] = self.framer.stats.trimmed_samples
         out["output_frames"] = self.framer.stats.frames
         out.update((f"engine_{k}", v) for k, v in self.engine.counters().items())
+        out.update((f"transport_{k}", v) for k, v in self.transport_counters().items())
         return out
 
     def occupancy(self) -> tuple[int, int]:

@@ -22,7 +22,7 @@ from agent.transport.ice import rtc_configuration
 from agent.wire.signalling import ProtocolError
 from media.aligner import MediaError
 from media.av_convert import audio_input, video_input
-from media.tracks import OutboundAudioTrack, drain, tune_jitter_buffers
+from media.tracks import OutboundAudioTrack, audio_decoder, drain, inbound_audio_counters, tune_audio_receivers
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ class Peer:
         self.has_video = False
         self.last_audio = time.monotonic()
 
-    async def answer(self, sdp: str, options: dict[str, Any]) -> str:
+    async def answer(self, sdp: str, options: dict[str, Any], text_only: bool = False) -> str:
         pc = RTCPeerConnection(rtc_configuration(self.config.ice.servers))
         self.pc = pc
         pc.on("track", self._on_track)
@@ -47,12 +47,15 @@ class Peer:
             raise ProtocolError("bad_sdp", f"the offer could not be used: {exc or type(exc).__name__}", True) from None
         if not any(t.kind == "audio" for t in pc.getTransceivers()):
             raise ProtocolError("bad_sdp", "the offer has no usable audio section", True)
-        tune_jitter_buffers(pc, self.config.media.jitter_prefetch)
+        tune_audio_receivers(pc, self.config.media.jitter_prefetch, channels=1)
         try:
             pump = await self.conn.open_session(self.config, options)
         except ValueError as exc:
             raise ProtocolError("engine", str(exc), True) from None
+        if text_only:
+            pump.ask_text_only()
         self.outbound = OutboundAudioTrack(pump.framer)
+        pump.transport_counters = self.counters
         pc.addTrack(self.outbound)  # joins the offered audio transceiver: sendrecv
         self.last_audio = time.monotonic()
         self.conn.spawn(self._watchdog(), "watchdog")
@@ -60,8 +63,19 @@ class Peer:
         await pc.setLocalDescription(answer)
         return pc.localDescription.sdp
 
+    def counters(self) -> dict[str, float]:
+        """What the media transport dropped or skipped, for the session's metrics."""
+        out: dict[str, float] = dict(inbound_audio_counters(self.pc)) if self.pc is not None else {}
+        if self.outbound is not None:
+            out["output_late_resets"] = self.outbound.late_resets
+        return out
+
     def _on_track(self, track: Any) -> None:
         if track.kind == "audio":
+            assert self.pc is not None
+            decoder = audio_decoder(self.pc, track)
+            if decoder is not None:
+                decoder.sink = self._on_audio  # frames come straight from the decoder; the track only ends
             self.conn.spawn(self._drain_audio(track), "audio")
         elif track.kind == "video":
             self.has_video = True
@@ -88,6 +102,9 @@ class Peer:
             pump.push_audio(audio_input(frame))
         except MediaError as exc:
             self.conn.fail("bad_request", f"unusable audio: {exc}")
+        except Exception as exc:  # called from aiortc's receiver: a bug must end this session, not its transport
+            log.error("session %s: audio failed: %r", self.conn.id, exc, exc_info=exc)
+            self.conn.fail("engine", f"audio stopped: {exc}")
 
     def _on_video(self, frame: Any) -> None:
         pump = self.conn.pump

@@ -102,3 +102,38 @@ def test_the_server_runs_on_the_cpus_it_was_given():
         cpu_list("one")
     with pytest.raises(ValueError, match="lets us use"):
         cpu_list("4096")
+
+
+def test_text_only_sessions_are_timed_to_the_first_reply_text(tmp_path):
+    from agent.bench import spawn_server
+
+    proc, http = spawn_server("--engine", "echo", "--mode", "turn")
+    try:
+        out = tmp_path / "bench"
+        cmd = [sys.executable, "-m", "agent.cli", "bench", "--url", http, "--text-only", "--replay"]
+        run = subprocess.run(
+            [*cmd, "--sessions", "1", "--turns", "2", "--out", str(out)], capture_output=True, text=True, timeout=240
+        )
+        print(run.stdout)
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert "replies in text only" in run.stdout
+        result = json.loads(out.with_suffix(".json").read_text())
+        (level,) = result["levels"]
+        assert result["measure"] == "voice to reply text" and result["text_only"] is True
+        assert level["turns"] == 2 and level["lost"] == 0
+        # the echo's turn ends after its silence (480 ms): the text comes after that, long before a second
+        assert 300 < level["p50_ms"] < 2000
+    finally:
+        proc.terminate()
+        proc.wait(15)
+
+
+def test_text_only_against_the_echo_stream_is_refused_before_anything_starts():
+    run = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "bench", "--engine", "echo", "--text-only"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2 and "--text-only needs an engine that answers turns" in run.stderr
+    assert "starting omni-agent serve" not in run.stdout

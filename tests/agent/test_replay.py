@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import av
 import numpy as np
+from aiortc.rtcrtpparameters import RTCRtpParameters
+from aiortc.rtp import HeaderExtensionsMap, RtpPacket
 
 from agent.client import RATE, AgentClient
-from agent.replay import FRAME, ReplayCamera, ReplayMicrophone, encode_camera_loop, encode_opus, silence_packet
+from agent.replay import (
+    FRAME,
+    NTP_UNIX_OFFSET,
+    ReplayCamera,
+    ReplayMicrophone,
+    encode_camera_loop,
+    encode_opus,
+    silence_packet,
+)
 from tests.support import make_config, running, wait_until, ws_url
 
 
@@ -31,6 +42,29 @@ def test_opus_packets_are_20_ms_and_decode_to_the_clip():
     print(f"look-ahead {lag} samples, correlation {match:.3f}")
     assert match > 0.95, match
     assert np.abs(decode_opus([silence_packet()] * 5)).max() < 1e-3
+
+
+async def test_rtp_headers_carry_what_the_peer_negotiated():
+    async with running(make_config("echo", "stream")) as server:
+        client = AgentClient(
+            ws_url(server), mic=ReplayMicrophone(silence_packet()), video=ReplayCamera(encode_camera_loop(1.0))
+        )
+        await client.connect()
+        assert await wait_until(lambda: len(client.mic.streams) == 2, 10)
+        for stream, transceiver in zip(client.mic.streams, client.pc.getTransceivers(), strict=True):
+            extensions = HeaderExtensionsMap()
+            extensions.configure(RTCRtpParameters(headerExtensions=transceiver._headerExtensions))
+            raws = stream.packets_for([b"\x01" * 10, b"\x02" * 20], 960)
+            first, second = (RtpPacket.parse(raw, extensions) for raw in raws)
+            assert first.payload_type == transceiver._codecs[0].payloadType and first.ssrc == stream.ssrc
+            assert second.sequence_number == (first.sequence_number + 1) % 65536
+            assert (first.marker, second.marker) == (0, 1)  # the frame's last packet
+            assert first.timestamp == second.timestamp and second.payload == b"\x02" * 20
+            assert first.extensions.mid == transceiver.mid
+            if transceiver.kind == "video":  # aiortc negotiates abs-send-time for video only
+                now = int((time.time() + NTP_UNIX_OFFSET) * (1 << 18)) & 0xFFFFFF
+                assert (now - first.extensions.abs_send_time) % (1 << 24) < 1 << 14  # within 1/16 s of now
+        await client.close()
 
 
 def test_camera_loop_starts_with_a_key_frame_every_3_s_and_decodes():
@@ -62,6 +96,19 @@ async def test_replaying_clients_are_heard_and_seen_by_the_server():
             heard = client.received.first_loud_after(client.mic.sent_at[ident], threshold=0.1)
             if heard is not None:
                 break
+        # the media left below aiortc's senders: they sent nothing, the RtpStreams everything
+        mic_stream, camera_stream = client.mic.streams
+        assert mic_stream.packets > 50 and camera_stream.packets > 10
+        for sender in client.pc.getSenders():
+            (outbound,) = [s for s in (await sender.getStats()).values() if s.type == "outbound-rtp"]
+            assert outbound.packetsSent == 0
+        # and arrived at the server's receivers as RTP like any other
+        peer = server.sessions[client.answer["session"]].peer
+        received = 0
+        for receiver in peer.pc.getReceivers():
+            stats = [s for s in (await receiver.getStats()).values() if s.type == "inbound-rtp"]
+            received += sum(s.packetsReceived for s in stats)
+        assert received >= mic_stream.packets + camera_stream.packets - 20  # a few still in flight
         await client.close()
     assert heard is not None, "the replayed click never came back"
     round_trip = (heard - client.mic.sent_at[ident]) * 1000

@@ -64,3 +64,44 @@ def test_48k_output_resamples():
     assert all(fr == 960 for fr in [f.frame_samples])
     peak = np.argmax(np.abs(np.fft.rfft(out[4800:28800]))) * 48_000 / 24_000
     assert abs(peak - 500) < 3
+
+
+def live_framer() -> OutputFramer:
+    return OutputFramer(max_backlog_ms=200, trim_above_ms=100)
+
+
+def test_live_backlog_sheds_silence_past_its_target_and_keeps_the_sound():
+    f = live_framer()
+    click = np.zeros(1920, np.float32)
+    click[1000:1240] = 0.8  # 10 ms of sound late in an 80 ms frame
+    f.push(np.zeros(1920, np.float32))
+    f.push(click)  # a late frame and the next on-time one: 160 ms queued
+    # the head was silence: shed down to 100 ms; the click (40 ms into the second frame) is kept
+    assert f.backlog_ms == 100
+    assert f.stats.trimmed_samples == 1440 and f.stats.dropped_samples == 0
+    out = np.concatenate([f.pull().samples for _ in range(5)])
+    assert (out == int(0.8 * 32768)).sum() == 240  # all of it came out
+
+
+def test_live_backlog_waits_for_a_pause_to_trim_and_drops_sound_only_past_the_cap():
+    f = live_framer()
+    f.push(speech())
+    f.push(speech())  # 160 ms of sound: nothing quiet to shed, nothing over the cap
+    assert f.backlog_ms == 160 and f.stats.trimmed_samples == 0
+    f.push(np.zeros(1920, np.float32))  # 240 ms: over the cap, the oldest sound goes
+    assert f.backlog_ms == 200 and f.stats.dropped_samples == 960
+    for _ in range(4):
+        f.pull()  # 80 ms of sound played; 40 ms of sound then the pause are left
+    assert f.stats.trimmed_samples == 0
+    f.pull()
+    f.pull()  # the rest of the sound; the pause now heads the queue
+    assert f.backlog_ms == 80 and f.stats.trimmed_samples == 0  # under the target: nothing shed
+    f.push(np.zeros(1920, np.float32))
+    assert f.backlog_ms == 100 and f.stats.trimmed_samples == 1440
+
+
+def test_without_a_trim_target_silence_is_kept():
+    f = OutputFramer(max_backlog_ms=400)
+    for _ in range(4):
+        f.push(np.zeros(1920, np.float32))
+    assert f.backlog_ms == 320 and f.stats.trimmed_samples == 0

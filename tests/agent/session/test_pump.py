@@ -71,3 +71,12 @@ async def test_load_settings_reach_the_queue_and_the_engine():
     assert pump.queue.shed_video and session.text_only
     pump.set_load(shed_video=False, text_only=False)
     assert not pump.queue.shed_video and not session.text_only
+
+
+async def test_text_only_asked_by_the_client_outlasts_the_overload_policy():
+    session = await EchoEngine("turn").open_session(get_profile("default"))
+    pump = SessionPump("s3", session, lambda m: None, False)
+    pump.ask_text_only()
+    assert session.text_only
+    pump.set_load(shed_video=False, text_only=False)  # the load falls: the client's wish stays
+    assert session.text_only

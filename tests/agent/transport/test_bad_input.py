@@ -59,6 +59,7 @@ CASES = [
     ("not sdp", lambda: json.dumps({"type": "offer", "sdp": "hello world"}), "bad_sdp", True),
     ("sdp not a string", lambda: json.dumps({"type": "offer", "sdp": 42}), "bad_sdp", True),
     ("unknown profile", lambda: json.dumps({"type": "offer", "sdp": "v=0", "profile": "x"}), "bad_request", True),
+    ("text_only not a bool", lambda: json.dumps({"type": "offer", "sdp": "v=0", "text_only": 1}), "bad_request", True),
     ("binary", lambda: b"\x00\x01\x02", "bad_request", True),
 ]
 

@@ -1,6 +1,9 @@
+import asyncio
+
 import numpy as np
 
 from agent.client import RATE, AgentClient, CameraTrack
+from media.tracks import InlineAudioDecoder
 from tests.support import make_config, media_flowing, quiet_again, round_trip, running, wait_until, ws_url
 
 
@@ -23,9 +26,21 @@ async def test_echo_stream_click_round_trip_and_continuity():
             await quiet_again(client, len(client.received.frames) - 10)
         # continuity is judged over at least 3 s of the returned stream
         await wait_until(lambda: len(client.received.times) >= 150, 20)
-        pump = next(iter(server.sessions.values())).pump
-        stats = pump.aligner.stats
+        conn = next(iter(server.sessions.values()))
+        stats = conn.pump.aligner.stats
+        # inbound audio is decoded on the loop; aiortc's audio decoder thread only waits for the end
+        (receiver,) = [t.receiver for t in conn.peer.pc.getTransceivers() if t.kind == "audio"]
+        decoder = receiver._RTCRtpReceiver__decoder_queue
+        assert isinstance(decoder, InlineAudioDecoder) and decoder.errors == 0
+        audio_thread = receiver._RTCRtpReceiver__decoder_thread
+        assert audio_thread.is_alive()
+        # the outbound track encodes its own Opus, and none of it while it only sends silence
+        encoder = conn.peer.outbound._encoder
+        sent = conn.pump.framer.stats.frames
+        print("encoded", encoder.encoded, "of", sent)
+        assert 0 < encoder.encoded < sent
         await client.close()
+        await wait_until(lambda: not server.sessions, 10)
     median = float(np.median(rtts))
     print(f"echo click round trip: median {median * 1000:.0f} ms, all {[round(r * 1000) for r in rtts]}")
     # typically ~0.1 s; 5x that as the bound: 2 shared cores, client and server in one process
@@ -36,6 +51,7 @@ async def test_echo_stream_click_round_trip_and_continuity():
     span = times[-1] - times[0]
     assert len(times) * 0.02 > 0.9 * span
     assert stats.video_frames > 0 and stats.video_sampled > 0  # the camera reached the aligner
+    assert not audio_thread.is_alive()  # the session ended: nothing of it left running
 
 
 async def test_speech_comes_back_correlated():
@@ -74,3 +90,20 @@ def normalised_xcorr(signal, template):
     score = np.where(local > 1e-3, corr / (np.linalg.norm(template) * np.maximum(local, 1e-3)), 0.0)
     lag = int(np.argmax(score))
     return float(score[lag]), lag
+
+
+async def test_an_offer_for_text_only_gets_its_reply_in_text_and_no_speech():
+    async with running(make_config("echo", "turn")) as server:
+        client = AgentClient(ws_url(server))
+        client.text_only = True
+        await client.connect()
+        await media_flowing(client)
+        t = np.arange(int(0.6 * RATE)) / RATE
+        start, since = len(client.messages), len(client.received.frames)
+        client.mic.play((0.4 * np.sin(2 * np.pi * 300 * t)).astype(np.float32))
+        reply = await client.wait_for(lambda m: m["type"] == "transcript" and m["role"] == "assistant", 10, start)
+        await client.wait_for(lambda m: m["type"] == "metrics", 10, start)
+        await asyncio.sleep(1.0)  # where the spoken reply would have played
+        await client.close()
+    assert "here it is" in reply["text"]
+    assert np.abs(np.concatenate(client.received.frames[since:])).max() < 0.01

@@ -1,0 +1,89 @@
+"""The aiortc edges: inbound Opus decoded on the loop, what it drops counted, aiortc's thread ended on stop."""
+
+import asyncio
+import threading
+from types import SimpleNamespace
+
+import numpy as np
+from aiortc.codecs import get_decoder
+from aiortc.jitterbuffer import JitterFrame
+from aiortc.rtp import RtpPacket
+
+from media.opus import SpeechEncoder
+from media.tracks import ImmediateAudioBuffer, InlineAudioDecoder
+from tests.media.test_opus import OPUS
+
+
+def opus_packets(n: int) -> list[bytes]:
+    encoder = SpeechEncoder(24_000)
+    t = np.arange(480 * n) / 24_000
+    voice = (8000 * np.sin(2 * np.pi * 440 * t)).astype(np.int16)
+    return [bytes(encoder.encode(voice[i * 480 : (i + 1) * 480], i * 480)) for i in range(n)]
+
+
+async def test_audio_decodes_on_the_loop_thread_and_garbage_is_counted_not_fatal():
+    track = SimpleNamespace(_queue=asyncio.Queue())  # what aiortc's RemoteStreamTrack reads from
+    decoder = InlineAudioDecoder(SimpleNamespace(track=track))  # type: ignore[arg-type]
+    packets = opus_packets(5)
+    decoder.put((OPUS, JitterFrame(packets[0], 0)))
+    decoder.put((OPUS, JitterFrame(b"\xff" * 40, 960)))  # not Opus
+    for i, p in enumerate(packets[1:], 2):
+        decoder.put((OPUS, JitterFrame(p, 960 * i)))
+    # decoded at once, on this (the loop's) thread: nothing waits for another thread
+    assert track._queue.qsize() == 5 and decoder.errors == 1
+    frames = [track._queue.get_nowait() for _ in range(5)]
+    assert all(f.samples == 960 and f.sample_rate == 48_000 for f in frames)
+    reference = get_decoder(OPUS)
+    expected = [reference.decode(JitterFrame(p, 0))[0].to_ndarray() for p in packets]
+    assert all(np.array_equal(f.to_ndarray(), e) for f, e in zip(frames, expected, strict=True))
+
+
+async def test_with_a_sink_frames_skip_the_track_queue_and_decode_to_mono():
+    track = SimpleNamespace(_queue=asyncio.Queue())
+    decoder = InlineAudioDecoder(SimpleNamespace(track=track), channels=1)  # type: ignore[arg-type]
+    got = []
+    decoder.sink = got.append
+    packets = opus_packets(5)
+    for i, p in enumerate(packets):
+        decoder.put((OPUS, JitterFrame(p, 960 * i)))
+    assert track._queue.empty() and len(got) == 5
+    assert all(f.layout.name == "mono" and f.samples == 960 and f.sample_rate == 48_000 for f in got)
+    assert [f.pts for f in got] == [960 * i for i in range(5)]  # the RTP clock, as aiortc gives it
+    stereo = get_decoder(OPUS)
+    left = np.concatenate([stereo.decode(JitterFrame(p, 0))[0].to_ndarray().reshape(-1, 2)[:, 0] for p in packets])
+    mono = np.concatenate([f.to_ndarray().reshape(-1) for f in got])
+    assert float(np.corrcoef(left.astype(float), mono.astype(float))[0, 1]) > 0.99
+
+
+async def test_aiortc_decoder_thread_idles_on_it_and_ends_the_track_on_stop():
+    loop = asyncio.get_running_loop()
+    track = SimpleNamespace(_queue=asyncio.Queue())
+    decoder = InlineAudioDecoder(SimpleNamespace(track=track))  # type: ignore[arg-type]
+
+    def aiortc_worker() -> None:  # what aiortc's decoder_worker does with its queue
+        while (task := decoder.get()) is not None:
+            raise AssertionError(f"the thread was handed work: {task}")
+        asyncio.run_coroutine_threadsafe(track._queue.put(None), loop)
+
+    thread = threading.Thread(target=aiortc_worker)
+    thread.start()
+    decoder.put((OPUS, JitterFrame(opus_packets(1)[0], 0)))
+    assert (await asyncio.wait_for(track._queue.get(), 1)).samples == 960
+    assert thread.is_alive()
+    decoder.put(None)  # RTCRtpReceiver.stop()
+    await asyncio.to_thread(thread.join, 2)
+    assert not thread.is_alive()
+    assert await asyncio.wait_for(track._queue.get(), 1) is None  # the track ends
+
+
+def test_immediate_buffer_releases_each_packet_and_counts_late_ones():
+    buf = ImmediateAudioBuffer()
+    released = []
+    for seq in (10, 11, 13, 12, 13, 14):
+        packet = RtpPacket(sequence_number=seq, timestamp=seq * 960)
+        packet._data = bytes([seq])  # type: ignore[attr-defined]
+        _, frame = buf.add(packet)
+        if frame is not None:
+            released.append(frame.timestamp // 960)
+    assert released == [10, 11, 13, 14]  # 12 came after 13; the second 13 is a duplicate
+    assert buf.late == 2

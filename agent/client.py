@@ -46,7 +46,8 @@ class Pacer:
 
 class Microphone(Protocol):
     """What a client speaks through: `MicrophoneTrack` (PCM, encoded as it goes) or `replay.ReplayMicrophone`
-    (pre-encoded; it has a `run(pc)` that sends, which the client starts once connected)."""
+    (pre-encoded; it has a `run(pc, on_audio)` that sends and receives, which the client starts once
+    connected)."""
 
     sent_at: dict[int, float]
 
@@ -206,7 +207,7 @@ class AgentClient:
         await pc.setRemoteDescription(RTCSessionDescription(self.answer["sdp"], "answer"))
         run = getattr(self.mic, "run", None)
         if run is not None:
-            self._tasks.append(asyncio.create_task(run(pc)))
+            self._tasks.append(asyncio.create_task(run(pc, self._record)))
         return self.answer
 
     def _on_track(self, track: MediaStreamTrack) -> None:

@@ -18,7 +18,7 @@ import asyncio
 import random
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 import av
@@ -149,6 +149,42 @@ class RtpStream:
         self.packets += len(payloads)
 
 
+class LeanAudioIn:
+    """The server's audio to a replaying client, taken below aiortc's RTCRtpReceiver.
+
+    aiortc's receiver keeps statistics, a NACK list and a jitter buffer for
+    each packet in Python; a load generator needs only the decoded audio (to
+    hear the replies) and when it came. It stands in for the DTLS transport's
+    RTP handler (SRTP is already undone; RTCP still goes to aiortc): the header
+    is skipped by its lengths and the Opus payload decoded, mono.
+    """
+
+    def __init__(self, payload_type: int, sink: Callable[[av.AudioFrame], None]) -> None:
+        self.payload_type = payload_type
+        self.sink = sink
+        self._codec = av.CodecContext.create("libopus", "r")
+        self._codec.sample_rate, self._codec.layout, self._codec.format = RATE, "mono", "s16"
+        self.packets = 0
+        self.undecodable = 0
+
+    async def handle(self, data: bytes, arrival_time_ms: int) -> None:
+        if len(data) < 12 or data[1] & 0x7F != self.payload_type:
+            return
+        first = data[0]
+        start = 12 + 4 * (first & 0x0F)  # the CSRCs
+        if first & 0x10:  # an extension block: 4 bytes, then its length in words
+            start += 4 + 4 * int.from_bytes(data[start + 2 : start + 4], "big")
+        end = len(data) - (data[-1] if first & 0x20 else 0)  # padding
+        self.packets += 1
+        try:
+            frames = self._codec.decode(av.Packet(data[start:end]))
+        except av.FFmpegError:
+            self.undecodable += 1
+            return
+        for frame in frames:
+            self.sink(frame)
+
+
 class _Placeholder(MediaStreamTrack):
     """A track that gives aiortc's sender nothing (its media leaves through RtpStream) until it stops."""
 
@@ -186,9 +222,10 @@ class ReplayCamera(_Placeholder):
 
 class ReplayMicrophone(_Placeholder):
     """Queued pre-encoded clips as 20 ms Opus packets, a silence packet between them, paced like a
-    microphone; `play(packets)` and `sent_at` work as `client.MicrophoneTrack`'s. `run(pc)` (the client
-    starts it once connected) sends them, and a ReplayCamera's frames on the same peer, through one
-    RtpStream each: one timer for both, no aiortc sender."""
+    microphone; `play(packets)` and `sent_at` work as `client.MicrophoneTrack`'s. `run(pc, on_audio)` (the
+    client starts it once connected) sends them, and a ReplayCamera's frames on the same peer, through one
+    RtpStream each (one timer for both, no aiortc sender), and hands the audio that comes back to
+    `on_audio` through a LeanAudioIn."""
 
     kind = "audio"
 
@@ -201,6 +238,7 @@ class ReplayMicrophone(_Placeholder):
         self._pos = 0
         self._next_id = 0
         self.streams: list[RtpStream] = []  # once running: the microphone's, then the camera's
+        self.inbound: LeanAudioIn | None = None
 
     def play(self, packets: Sequence[bytes]) -> int:
         ident = self._next_id
@@ -218,7 +256,7 @@ class ReplayMicrophone(_Placeholder):
             return self._current[self._pos - 1]
         return self.silence
 
-    async def run(self, pc: RTCPeerConnection) -> None:
+    async def run(self, pc: RTCPeerConnection, on_audio: Callable[[av.AudioFrame], None]) -> None:
         """Send until the peer closes: audio every 20 ms, the camera's frames when they are due."""
         (audio,) = [t for t in pc.getTransceivers() if t.sender.track is self]
         video = next((t for t in pc.getTransceivers() if isinstance(t.sender.track, ReplayCamera)), None)
@@ -226,6 +264,8 @@ class ReplayMicrophone(_Placeholder):
             if audio.sender.transport.state in ("closed", "failed"):
                 return
             await asyncio.sleep(0.01)
+        self.inbound = LeanAudioIn(audio._codecs[0].payloadType, on_audio)
+        audio.receiver.transport._handle_rtp_data = self.inbound.handle  # type: ignore[method-assign]
         mic = RtpStream(audio)
         camera = (RtpStream(video), video.sender.track) if video is not None else None
         self.streams = [mic] + ([camera[0]] if camera is not None else [])

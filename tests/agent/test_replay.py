@@ -99,6 +99,8 @@ async def test_replaying_clients_are_heard_and_seen_by_the_server():
         # the media left below aiortc's senders: they sent nothing, the RtpStreams everything
         mic_stream, camera_stream = client.mic.streams
         assert mic_stream.packets > 50 and camera_stream.packets > 10
+        # what came back was taken below aiortc's receiver, and decoded
+        assert client.mic.inbound.packets > 50 and client.mic.inbound.undecodable == 0
         for sender in client.pc.getSenders():
             (outbound,) = [s for s in (await sender.getStats()).values() if s.type == "outbound-rtp"]
             assert outbound.packetsSent == 0

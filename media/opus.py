@@ -41,6 +41,11 @@ class SpeechEncoder:
     a row (the encoder's look-ahead has flushed the speech before it), its
     packet, always the same 3 bytes, is sent again without encoding (66 us
     saved a frame) until speech resumes.
+
+    Each encoder holds threads while it lives (PyAV cuts frames to the codec's
+    size through a filter graph, whose thread pool FFmpeg sizes by the CPUs):
+    `close()` frees them when the session ends rather than at some later
+    garbage collection.
     """
 
     SETTLE = 3
@@ -52,6 +57,9 @@ class SpeechEncoder:
         self._silent_run = 0
         self._silence: bytes | None = None
         self.encoded = 0  # frames that went through the encoder
+
+    def close(self) -> None:
+        self._codec = None  # type: ignore[assignment]
 
     def encode(self, samples: np.ndarray, pts: int) -> av.Packet:
         silent = not samples.any()

@@ -50,6 +50,10 @@ class OutboundAudioTrack(MediaStreamTrack):
         self._encoder = SpeechEncoder(framer.rate)
         self.late_resets = 0
 
+    def stop(self) -> None:
+        super().stop()
+        self._encoder.close()
+
     async def recv(self) -> av.Packet:
         if self.readyState != "live":
             raise MediaStreamError
@@ -59,6 +63,8 @@ class OutboundAudioTrack(MediaStreamTrack):
         due = self._start + self.framer.pts / self.framer.rate
         if due > now:
             await asyncio.sleep(due - now)
+            if self.readyState != "live":  # stopped while asleep: the encoder is gone
+                raise MediaStreamError
         elif now - due > self._max_lag:
             self._start = now - self.framer.pts / self.framer.rate
             self.late_resets += 1

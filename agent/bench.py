@@ -83,11 +83,32 @@ def make_clips(click: bool, texts: list[str] = UTTERANCES) -> list[Clip]:
     return clips
 
 
+class LoopStalls:
+    """When the clients' own event loop stalled: a gap in the received audio that one of these covers was
+    the clients' doing (packets waited in the socket), not the server's."""
+
+    def __init__(self, period: float = 0.01, threshold: float = 0.02) -> None:
+        self.period, self.threshold = period, threshold
+        self.spans: list[tuple[float, float]] = []
+
+    async def watch(self) -> None:
+        while True:
+            asleep = time.monotonic()
+            await asyncio.sleep(self.period)
+            now = time.monotonic()
+            if now - asleep - self.period > self.threshold:
+                self.spans.append((asleep + self.period, now))
+
+    def cover(self, start: float, end: float) -> bool:
+        return any(a < end and b > start for a, b in self.spans)
+
+
 @dataclass
 class ClientResult:
     latencies_ms: list[float] = field(default_factory=list)
     lost: int = 0
     underruns: int = 0  # gaps of more than 60 ms between received 20 ms frames
+    stalled_gaps: int = 0  # ... that a stall of the clients' own loop covers: not counted as underruns
     continuity: float = 0.0  # audio received / wall time it spanned
 
 
@@ -116,7 +137,9 @@ async def connect_client(url: str, video: bool, replay: Replay | None, text_only
         raise
 
 
-async def run_turns(client: AgentClient, clips: list[Clip], turns: int, offset: float, click: bool) -> ClientResult:
+async def run_turns(
+    client: AgentClient, clips: list[Clip], turns: int, offset: float, click: bool, stalls: LoopStalls
+) -> ClientResult:
     """`turns` clips or questions, one after another; underruns count from here, not from connecting. A
     text-only client times the first assistant transcript instead of the first audible reply."""
     result = ClientResult()
@@ -156,7 +179,11 @@ async def run_turns(client: AgentClient, clips: list[Clip], turns: int, offset: 
             await asyncio.sleep(0.3)
     times = np.array(client.received.times[first_frame:])
     if times.size > 2:
-        result.underruns = int((np.diff(times) > 0.06).sum())
+        for i in np.flatnonzero(np.diff(times) > 0.06):
+            if stalls.cover(times[i], times[i + 1]):
+                result.stalled_gaps += 1
+            else:
+                result.underruns += 1
         result.continuity = float(times.size * 0.02 / (times[-1] - times[0] + 0.02))
     return result
 
@@ -218,12 +245,15 @@ async def run_level(
     set_up_s = time.monotonic() - set_up_at
     clients = [c for c in connected if isinstance(c, AgentClient)]
     before, t0, mine = scrape_process(http), time.monotonic(), own_cpu_seconds()
+    stalls = LoopStalls()
+    watcher = asyncio.create_task(stalls.watch())
     try:
         results: list = await asyncio.gather(
-            *(run_turns(c, clips, turns, i * 0.4 / max(1, n), click) for i, c in enumerate(clients)),
+            *(run_turns(c, clips, turns, i * 0.4 / max(1, n), click, stalls) for i, c in enumerate(clients)),
             return_exceptions=True,
         )
     finally:
+        watcher.cancel()
         wall = time.monotonic() - t0
         clients_cpu = (own_cpu_seconds() - mine) / wall
         after = scrape_process(http)
@@ -239,6 +269,8 @@ async def run_level(
         "lost": sum(r.lost for r in ok),
         "failed_sessions": failed,
         "underruns": sum(r.underruns for r in ok),
+        "gaps_while_clients_stalled": sum(r.stalled_gaps for r in ok),
+        "clients_loop_stalls": len(stalls.spans),
         "continuity_min": min((r.continuity for r in ok), default=0.0),
         **{f"{k}_ms": v for k, v in percentiles(samples).items()},
         "server_cpu_pct": 100 * cpu,
@@ -400,7 +432,8 @@ def run(args: argparse.Namespace) -> int:
             shown = " ".join(f"{k} {v:.0f} ms" if v is not None else f"{k} -" for k, v in p.items())
             print(
                 f"bench:   {n} sessions: {row['turns']} turns, {shown}, lost {row['lost']}, "
-                f"underruns {row['underruns']}, server CPU {row['server_cpu_pct']:.0f} %, "
+                f"underruns {row['underruns']} (+{row['gaps_while_clients_stalled']} while the clients stalled), "
+                f"server CPU {row['server_cpu_pct']:.0f} %, "
                 f"loop lag p95 <= {row['server_loop_lag_p95_ms'] or float('nan'):g} ms, "
                 f"clients' CPU {row['client_cpu_pct_per_session']:.2f} % a session "
                 f"(all connected in {row['set_up_s']:.1f} s, {row['set_up_server_cpu_s']:.1f} s of server CPU)",

@@ -22,7 +22,7 @@ from aiortc.mediastreams import MediaStreamError
 from websockets.asyncio.client import ClientConnection, connect
 
 from agent.transport.ice import rtc_configuration
-from media.tracks import audio_decoder, tune_audio_receivers
+from media.tracks import audio_decoder, tune_receivers
 
 RATE = 48_000
 FRAME = 960  # 20 ms
@@ -190,7 +190,7 @@ class AgentClient:
         if self.camera is not None:
             pc.addTrack(self.camera)
         pc.on("track", self._on_track)
-        tune_audio_receivers(pc, self.jitter_prefetch, channels=1)
+        tune_receivers(pc, self.jitter_prefetch, channels=1)
         await pc.setLocalDescription(await pc.createOffer())  # gathers all candidates
         offer = {"type": "offer", "sdp": pc.localDescription.sdp, "profile": self.profile}
         if self.target_lang:

@@ -22,7 +22,7 @@ from agent.transport.ice import rtc_configuration
 from agent.wire.signalling import ProtocolError
 from media.aligner import MediaError
 from media.av_convert import audio_input, video_input
-from media.tracks import OutboundAudioTrack, audio_decoder, drain, inbound_audio_counters, tune_audio_receivers
+from media.tracks import OutboundAudioTrack, audio_decoder, drain, inbound_audio_counters, tune_receivers
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class Peer:
             raise ProtocolError("bad_sdp", f"the offer could not be used: {exc or type(exc).__name__}", True) from None
         if not any(t.kind == "audio" for t in pc.getTransceivers()):
             raise ProtocolError("bad_sdp", "the offer has no usable audio section", True)
-        tune_audio_receivers(pc, self.config.media.jitter_prefetch, channels=1)
+        tune_receivers(pc, self.config.media.jitter_prefetch, channels=1)
         try:
             pump = await self.conn.open_session(self.config, options)
         except ValueError as exc:

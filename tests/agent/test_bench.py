@@ -137,3 +137,22 @@ def test_text_only_against_the_echo_stream_is_refused_before_anything_starts():
     )
     assert run.returncode == 2 and "--text-only needs an engine that answers turns" in run.stderr
     assert "starting omni-agent serve" not in run.stdout
+
+
+async def test_a_gap_the_clients_own_stall_covers_is_told_apart():
+    import asyncio
+    import time
+
+    from agent.bench import LoopStalls
+
+    stalls = LoopStalls()
+    watcher = asyncio.create_task(stalls.watch())
+    await asyncio.sleep(0.05)
+    before = time.monotonic()
+    time.sleep(0.1)  # the loop blocked, as a busy client's does
+    after = time.monotonic()
+    await asyncio.sleep(0.05)
+    watcher.cancel()
+    assert len(stalls.spans) == 1
+    assert stalls.cover(before - 0.02, after + 0.02)  # a gap in received audio around it: ours
+    assert not stalls.cover(after + 0.1, after + 0.2)  # one later: the server's

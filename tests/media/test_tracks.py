@@ -108,3 +108,25 @@ async def test_a_stopped_outbound_track_frees_its_encoder_and_ends_its_stream():
     with pytest.raises(MediaStreamError):
         await pending
     assert threads() <= before  # the encoder's threads went with it, not at some later collection
+
+
+def test_video_decoding_yields_the_core_to_the_loop():
+    from media.tracks import BackgroundDecoding
+
+    q = BackgroundDecoding(niceness=10)
+    seen: list[tuple[object, int]] = []
+
+    def decoder_thread() -> None:  # aiortc's decoder_worker, reading its queue
+        while (item := q.get()) is not None:
+            seen.append((item, os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
+
+    mine = os.getpriority(os.PRIO_PROCESS, 0)
+    thread = threading.Thread(target=decoder_thread)
+    thread.start()
+    q.put("frame 1")
+    q.put("frame 2")
+    q.put(None)
+    thread.join(5)
+    assert [item for item, _ in seen] == ["frame 1", "frame 2"]
+    assert all(nice == min(mine + 10, 19) for _, nice in seen)
+    assert os.getpriority(os.PRIO_PROCESS, 0) == mine  # only that thread

@@ -3,7 +3,7 @@ import asyncio
 import numpy as np
 
 from agent.client import RATE, AgentClient, CameraTrack
-from media.tracks import InlineAudioDecoder
+from media.tracks import BackgroundDecoding, InlineAudioDecoder
 from tests.support import make_config, media_flowing, quiet_again, round_trip, running, wait_until, ws_url
 
 
@@ -34,6 +34,10 @@ async def test_echo_stream_click_round_trip_and_continuity():
         assert isinstance(decoder, InlineAudioDecoder) and decoder.errors == 0
         audio_thread = receiver._RTCRtpReceiver__decoder_thread
         assert audio_thread.is_alive()
+        # the camera is decoded in aiortc's thread, at a lower priority than the loop's
+        (video,) = [t.receiver for t in conn.peer.pc.getTransceivers() if t.kind == "video"]
+        assert isinstance(video._RTCRtpReceiver__decoder_queue, BackgroundDecoding)
+        assert video._RTCRtpReceiver__decoder_queue._lowered  # its thread read from it
         # the outbound track encodes its own Opus, and none of it while it only sends silence
         encoder = conn.peer.outbound._encoder
         sent = conn.pump.framer.stats.frames

@@ -121,8 +121,9 @@ def test_text_only_sessions_are_timed_to_the_first_reply_text(tmp_path):
         (level,) = result["levels"]
         assert result["measure"] == "voice to reply text" and result["text_only"] is True
         assert level["turns"] == 2 and level["lost"] == 0
-        # the echo's turn ends after its silence (480 ms): the text comes after that, long before a second
-        assert 300 < level["p50_ms"] < 2000
+        # the echo's turn ends after its silence (480 ms, wall clock): the text comes after that, and not
+        # seconds later (~0.55 s here; 5000 leaves a slower, busy machine room)
+        assert 300 < level["p50_ms"] < 5000
     finally:
         proc.terminate()
         proc.wait(15)

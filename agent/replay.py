@@ -20,9 +20,11 @@ import struct
 import time
 from collections.abc import Callable, Sequence
 from fractions import Fraction
+from typing import Any
 
 import av
 import numpy as np
+import pylibsrtp
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCRtpTransceiver
 from aiortc.codecs.vpx import Vp8Encoder
 from aiortc.mediastreams import MediaStreamError
@@ -98,9 +100,10 @@ class RtpStream:
     """One outgoing RTP stream written below aiortc's RTCRtpSender.
 
     aiortc's sender costs ~0.3 ms of Python a packet (an RtpPacket object, its
-    header extensions through `datetime`, a task hop per frame); here a header
-    is one `struct.pack` and the packet goes straight to the DTLS transport,
-    which protects it (SRTP) and sends it. It carries what a browser's does:
+    header extensions through `datetime`, a task hop per frame, four layers of
+    coroutines down to the socket); here a header is one `struct.pack`, the
+    DTLS transport's SRTP session protects it and it goes to the socket of the
+    ICE pair in use. It carries what a browser's does:
     the negotiated payload type and SSRC, the MID and abs-send-time extensions
     (the server's bandwidth estimator reads the latter), the marker on a
     frame's last packet.
@@ -108,7 +111,7 @@ class RtpStream:
 
     def __init__(self, transceiver: RTCRtpTransceiver) -> None:
         sender = transceiver.sender
-        self.transport = sender.transport
+        self.dtls = sender.transport
         self.ssrc: int = sender._ssrc  # type: ignore[attr-defined]
         self.payload_type = transceiver._codecs[0].payloadType
         ids = {e.uri: e.id for e in transceiver._headerExtensions}
@@ -143,9 +146,14 @@ class RtpStream:
             self.sequence = (self.sequence + 1) & 0xFFFF
         return out
 
-    async def send(self, payloads: Sequence[bytes], timestamp: int) -> None:
+    def send(self, payloads: Sequence[bytes], timestamp: int) -> None:
+        """ConnectionError once the peer has closed."""
+        pair = self.dtls.transport._connection._nominated.get(1)
+        if self.dtls.state != "connected" or pair is None or pair.protocol.transport is None:
+            raise ConnectionError("the peer has closed")
+        srtp = self.dtls._tx_srtp
         for packet in self.packets_for(payloads, timestamp):
-            await self.transport._send_rtp(packet)
+            pair.protocol.transport.sendto(srtp.protect(packet), pair.remote_addr)
         self.packets += len(payloads)
 
 
@@ -153,10 +161,12 @@ class LeanAudioIn:
     """The server's audio to a replaying client, taken below aiortc's RTCRtpReceiver.
 
     aiortc's receiver keeps statistics, a NACK list and a jitter buffer for
-    each packet in Python; a load generator needs only the decoded audio (to
-    hear the replies) and when it came. It stands in for the DTLS transport's
-    RTP handler (SRTP is already undone; RTCP still goes to aiortc): the header
-    is skipped by its lengths and the Opus payload decoded, mono.
+    each packet in Python, behind aioice's queue and a task hop; a load
+    generator needs only the decoded audio (to hear the replies) and when it
+    came. `take(ice, dtls)` has the ICE connection hand it each SRTP packet as
+    the datagram arrives (SRTCP and DTLS still go to aiortc): SRTP is undone
+    with the DTLS transport's session, the header skipped by its lengths and
+    the Opus payload decoded, mono.
     """
 
     def __init__(self, payload_type: int, sink: Callable[[av.AudioFrame], None]) -> None:
@@ -167,7 +177,22 @@ class LeanAudioIn:
         self.packets = 0
         self.undecodable = 0
 
-    async def handle(self, data: bytes, arrival_time_ms: int) -> None:
+    def take(self, ice: Any, dtls: Any) -> None:
+        aiortc_path = ice.data_received
+        srtp = dtls._rx_srtp
+
+        def data_received(data: bytes, component: int) -> None:
+            if 127 < data[0] < 192 and not 191 < data[1] < 224:  # RTP, not RTCP (RFC 5761)
+                try:
+                    self.handle(srtp.unprotect(data))
+                except pylibsrtp.Error:
+                    self.undecodable += 1
+            else:
+                aiortc_path(data, component)
+
+        ice.data_received = data_received
+
+    def handle(self, data: bytes) -> None:
         if len(data) < 12 or data[1] & 0x7F != self.payload_type:
             return
         first = data[0]
@@ -265,7 +290,8 @@ class ReplayMicrophone(_Placeholder):
                 return
             await asyncio.sleep(0.01)
         self.inbound = LeanAudioIn(audio._codecs[0].payloadType, on_audio)
-        audio.receiver.transport._handle_rtp_data = self.inbound.handle  # type: ignore[method-assign]
+        dtls = audio.receiver.transport
+        self.inbound.take(dtls.transport._connection, dtls)
         mic = RtpStream(audio)
         camera = (RtpStream(video), video.sender.track) if video is not None else None
         self.streams = [mic] + ([camera[0]] if camera is not None else [])
@@ -274,11 +300,11 @@ class ReplayMicrophone(_Placeholder):
         try:
             while True:
                 await pacer.wait(n * FRAME / RATE)
-                await mic.send([self._next_packet()], n * FRAME)
+                mic.send([self._next_packet()], n * FRAME)
                 if camera is not None:
                     stream, track = camera
                     while track.sent <= n * FRAME / RATE * track.fps:
-                        await stream.send(*track.next_frame())
+                        stream.send(*track.next_frame())
                 n += 1
         except ConnectionError:  # the peer closed
             return

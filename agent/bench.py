@@ -85,7 +85,8 @@ def make_clips(click: bool, texts: list[str] = UTTERANCES) -> list[Clip]:
 
 class LoopStalls:
     """When the clients' own event loop stalled: a gap in the received audio that one of these covers was
-    the clients' doing (packets waited in the socket), not the server's."""
+    the clients' doing (packets waited in the socket), not the server's. Replaying clients need no watch:
+    the kernel stamps their packets' arrival (`replay.MediaSocket`), which a stall does not move."""
 
     def __init__(self, period: float = 0.01, threshold: float = 0.02) -> None:
         self.period, self.threshold = period, threshold
@@ -246,17 +247,19 @@ async def run_level(
     clients = [c for c in connected if isinstance(c, AgentClient)]
     before, t0, mine = scrape_process(http), time.monotonic(), own_cpu_seconds()
     stalls = LoopStalls()
-    watcher = asyncio.create_task(stalls.watch())
+    watcher = asyncio.create_task(stalls.watch()) if replay is None else None
     try:
         results: list = await asyncio.gather(
             *(run_turns(c, clips, turns, i * 0.4 / max(1, n), click, stalls) for i, c in enumerate(clients)),
             return_exceptions=True,
         )
     finally:
-        watcher.cancel()
+        if watcher is not None:
+            watcher.cancel()
         wall = time.monotonic() - t0
         clients_cpu = (own_cpu_seconds() - mine) / wall
         after = scrape_process(http)
+        inbound = [i for c in clients if (i := getattr(c.mic, "inbound", None)) is not None]
         await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
     results += [c for c in connected if not isinstance(c, AgentClient)]
     ok = [r for r in results if isinstance(r, ClientResult)]
@@ -270,7 +273,7 @@ async def run_level(
         "failed_sessions": failed,
         "underruns": sum(r.underruns for r in ok),
         "gaps_while_clients_stalled": sum(r.stalled_gaps for r in ok),
-        "clients_loop_stalls": len(stalls.spans),
+        "clients_loop_stalls": len(stalls.spans) if watcher is not None else None,
         "continuity_min": min((r.continuity for r in ok), default=0.0),
         **{f"{k}_ms": v for k, v in percentiles(samples).items()},
         "server_cpu_pct": 100 * cpu,
@@ -281,6 +284,9 @@ async def run_level(
         "server_loop_lag_p95_ms": lag_p95_ms(before, after),
         "client_cpu_pct_per_session": 100 * clients_cpu / n,
         "client_cpu_pct_of_cores": 100 * clients_cpu / len(os.sched_getaffinity(0)),
+        "client_repeats_not_decoded_pct": 100
+        * sum(i.repeats for i in inbound)
+        / max(1, sum(i.packets for i in inbound)),
         "samples_ms": [round(x, 2) for x in samples],
     }
 

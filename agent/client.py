@@ -8,6 +8,7 @@ the server's messages.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import json
 import time
@@ -147,12 +148,11 @@ class Received:
     def first_loud_after(self, t0: float, threshold: float = 0.1) -> float | None:
         """Arrival time of the first sample above `threshold` in frames that arrived after t0,
         corrected for its position inside the frame."""
-        for t, f in zip(self.times, self.frames, strict=True):
-            if t < t0:
-                continue
+        for i in range(bisect.bisect_left(self.times, t0), len(self.times)):
+            f = self.frames[i]
             idx = np.flatnonzero(np.abs(f) > threshold)
             if idx.size:
-                return t - (f.size - idx[0]) / self.rate
+                return self.times[i] - (f.size - idx[0]) / self.rate
         return None
 
 
@@ -207,7 +207,7 @@ class AgentClient:
         await pc.setRemoteDescription(RTCSessionDescription(self.answer["sdp"], "answer"))
         run = getattr(self.mic, "run", None)
         if run is not None:
-            self._tasks.append(asyncio.create_task(run(pc, self._record)))
+            self._tasks.append(asyncio.create_task(run(pc, self._keep)))
         return self.answer
 
     def _on_track(self, track: MediaStreamTrack) -> None:
@@ -218,10 +218,13 @@ class AgentClient:
             decoder.sink = self._record  # straight from the decoder, no queue and task between
 
     def _record(self, frame: av.AudioFrame) -> None:
-        mono = frame.to_ndarray().reshape(-1).astype(np.float32) / 32768  # decoded to mono
-        self.received.times.append(time.monotonic())
-        self.received.frames.append(mono)
         self.received.rate = frame.sample_rate
+        self._keep(frame.to_ndarray().reshape(-1) * np.float32(1 / 32768), time.monotonic())  # decoded to mono
+
+    def _keep(self, mono: np.ndarray, at: float) -> None:
+        """One frame that came back at `at` (monotonic), float32 mono at `received.rate`."""
+        self.received.times.append(at)
+        self.received.frames.append(mono)
 
     async def _read(self) -> None:
         assert self.ws is not None

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 
 import av
 import numpy as np
+import pytest
 from aiortc.rtcrtpparameters import RTCRtpParameters
 from aiortc.rtp import HeaderExtensionsMap, RtpPacket
 
@@ -14,12 +16,15 @@ from agent.client import RATE, AgentClient
 from agent.replay import (
     FRAME,
     NTP_UNIX_OFFSET,
+    LeanAudioIn,
     ReplayCamera,
     ReplayMicrophone,
+    Ticker,
     encode_camera_loop,
     encode_opus,
     silence_packet,
 )
+from media.opus import SpeechEncoder
 from tests.support import make_config, running, wait_until, ws_url
 
 
@@ -116,3 +121,119 @@ async def test_replaying_clients_are_heard_and_seen_by_the_server():
     round_trip = (heard - client.mic.sent_at[ident]) * 1000
     print(f"replayed click round trip: {round_trip:.0f} ms; video frames sampled: {aligner.stats.video_sampled}")
     assert 0 < round_trip < 2000
+
+
+def test_repeats_of_a_settled_packet_are_not_decoded_and_sound_the_same():
+    """The server's speech encoder resends one packet while the agent is silent: those repeats are taken from
+    the last decode once it has settled, within one LSB of decoding each, and speech after them is the same."""
+    rng = np.random.default_rng(0)
+
+    def speech(n: int) -> np.ndarray:
+        t = np.arange(n) / 24_000
+        return 0.3 * np.sin(2 * np.pi * 220 * t) * (1 + 0.5 * np.sin(2 * np.pi * 3 * t)) + 0.02 * rng.standard_normal(n)
+
+    pcm = np.concatenate([speech(24_000), np.zeros(24_000), speech(12_000), np.zeros(4_800), speech(9_600)])
+    s16 = (pcm * 32767).astype(np.int16)
+    encoder = SpeechEncoder(24_000)
+    payloads = [bytes(encoder.encode(s16[i : i + 480], i)) for i in range(0, s16.size - 479, 480)]
+    rtp = [bytes([0x80, 111]) + bytes(10) + p for p in payloads]  # a bare header, payload type 111
+
+    got: list[np.ndarray] = []
+    lean = LeanAudioIn(111, dtls=None, sink=lambda pcm, at: got.append(pcm))
+    for packet in rtp:
+        lean.handle(packet, 0.0)
+    codec = av.CodecContext.create("opus", "r")
+    codec.sample_rate, codec.layout = RATE, "mono"
+    every = np.concatenate([f.to_ndarray().reshape(-1) for p in payloads for f in codec.decode(av.Packet(p))])
+    lean_pcm = np.concatenate(got)
+    worst = float(np.abs(lean_pcm - every).max()) * 32768
+    print(f"{lean.repeats} of {lean.packets} packets repeated; max difference {worst:.2f} LSB")
+    assert lean.packets == len(payloads) and lean_pcm.size == every.size
+    assert lean.repeats > 25  # most of the 1 s pause, once the decoder has settled (~10 frames)
+    assert worst <= 1
+    assert not got[-1].flags.writeable  # a repeat hands on the same array: nobody may change it
+
+
+async def test_replaying_clients_share_one_timer_and_read_their_sockets_there():
+    """Three clients on one Ticker: the kernel stamps each reply's arrival, the server's RTCP is counted and
+    dropped, DTLS still reaches aiortc (the server ending a session ends that client's replay, not the
+    others'), and the ticker stops with its last client."""
+    async with running(make_config("echo", "stream")) as server:
+        clients = [AgentClient(ws_url(server), mic=ReplayMicrophone(silence_packet())) for _ in range(3)]
+        t0 = time.monotonic()
+        for c in clients:
+            await c.connect()
+        ticker = Ticker.of_running_loop()
+        assert await wait_until(lambda: len(ticker._links) == 3, 10)
+        assert await wait_until(lambda: all(len(c.received.times) >= 100 for c in clients), 20)
+        for c in clients:
+            times = np.array(c.received.times)
+            assert t0 < times[0] and times[-1] <= time.monotonic() and np.all(np.diff(times) >= 0)
+            spacing = float(np.median(np.diff(times)))
+            assert 0.015 < spacing < 0.025, spacing  # 20 ms frames, stamped as they arrived, not per tick
+        links = list(ticker._links)
+        assert await wait_until(lambda: all(link.socket.rtcp_ignored > 0 for link in links), 10)
+        first = clients[0]
+        server.sessions[first.answer["session"]].end("test: the server ends one session")
+        replay = first._tasks[-1]
+        assert await wait_until(replay.done, 10), "the server's DTLS close never reached aiortc"
+        assert len(ticker._links) == 2
+        others = [len(c.received.times) for c in clients[1:]]
+        await asyncio.sleep(0.3)
+        assert all(len(c.received.times) > n for c, n in zip(clients[1:], others, strict=True))
+        for c in clients:
+            await c.close()
+        assert await wait_until(lambda: ticker._task is None, 5)
+        assert not ticker._links and not ticker._selector.get_map()
+
+
+class _Link:
+    """What a Ticker drives, without a peer: a UDP socket to read and a send that can be made to fail."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.setblocking(False)
+        self.socket = self  # the Ticker reads `link.socket`
+        self.fd = self.sock.fileno()
+        self.fail, self.due, self.sends, self.reads = fail, 0.0, 0, 0
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def read(self) -> None:
+        self.sock.recv(2048)
+        self.reads += 1
+
+    def send_due(self, now: float) -> None:
+        if self.fail:
+            raise RuntimeError("this client's fault")
+        self.sends += 1
+        self.due = now + 0.02
+
+    def end(self, error: BaseException | None = None) -> None:
+        if self.done.done():
+            return
+        if error is None:
+            self.done.set_result(None)
+        else:
+            self.done.set_exception(error)
+
+
+async def test_a_ticker_reads_what_arrived_sends_what_is_due_and_a_fault_ends_one_client():
+    ticker = Ticker(tick=0.005)
+    good, bad = _Link(), _Link(fail=True)
+    ticker.add(good)
+    ticker.add(bad)
+    started = time.monotonic()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
+        peer.sendto(b"x", good.sock.getsockname())
+        await asyncio.sleep(0.3)
+    elapsed = time.monotonic() - started
+    with pytest.raises(RuntimeError, match="this client's fault"):
+        await bad.done
+    assert not good.done.done() and good.reads == 1
+    assert 5 <= good.sends <= elapsed / 0.02 + 2  # when due (every 20 ms), not on every 5 ms tick
+    ticker.discard(good)
+    await good.done
+    assert await wait_until(lambda: ticker._task is None, 1) and not ticker._selector.get_map()
+    good.sock.close()
+    bad.sock.close()

@@ -17,6 +17,7 @@ sockets directly (`MediaSocket`), not through asyncio and aioice.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import random
 import selectors
@@ -25,7 +26,7 @@ import struct
 import sys
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -36,6 +37,7 @@ from aiortc import MediaStreamTrack, RTCPeerConnection, RTCRtpTransceiver
 from aiortc.codecs.vpx import Vp8Encoder
 from aiortc.mediastreams import MediaStreamError
 from aiortc.rtcdtlstransport import State as DtlsState
+from av.video.frame import PictureType
 
 from media.opus import opus_encoder
 
@@ -72,29 +74,55 @@ def silence_packet() -> bytes:
     return encode_opus(np.zeros(FRAME, np.float32))[0]
 
 
+def camera_scene(count: int, size: tuple[int, int] = (640, 480), seed: int = 7) -> Iterator[np.ndarray]:
+    """`count` RGB frames that cost a video encoder what a webcam does: a textured room panning slowly, a
+    head moving in it, and sensor noise on every frame. (A bar moving over black, the first camera here,
+    came out at 15 kbit/s instead of the 500 aimed at: one packet a frame where a camera sends five.)"""
+    w, h = size
+    rng = np.random.default_rng(seed)
+    cells = rng.random((h // 16 + 1, (w + 128) // 16 + 1, 3))
+    room = 0.55 * np.kron(cells, np.ones((16, 16, 1)))[:h, : w + 128] + 0.2 * rng.random((h, w + 128, 1)) + 0.15
+    room = (room * 255).astype(np.float32)
+    yy, xx = np.ogrid[:h, :w]
+    for i in range(count):
+        pan = int(64 + 63 * np.sin(i / 40))
+        img = room[:, pan : pan + w].copy()
+        cy, cx = h // 2 + int(h / 48 * np.sin(i / 7)), w // 2 + int(w / 32 * np.sin(i / 11))
+        img[((yy - cy) / (h * 0.29)) ** 2 + ((xx - cx) / (w * 0.16)) ** 2 < 1] = (200, 160, 130)
+        img += rng.normal(0, 3, img.shape).astype(np.float32)
+        yield np.clip(img, 0, 255).astype(np.uint8)
+
+
 def encode_camera_loop(
-    seconds: float = 6.0, fps: float = 10.0, size: tuple[int, int] = (640, 480), keyframe_s: float = 3.0
+    seconds: float = 9.0, fps: float = 10.0, size: tuple[int, int] = (640, 480), keyframe_s: float | None = None
 ) -> list[bytes]:
-    """A moving pattern (the synthetic camera's) as VP8 frames at aiortc's default 500 kbit/s CBR; the loop
-    starts with a key frame, so it can repeat."""
+    """A camera_scene as VP8 frames at aiortc's default 500 kbit/s CBR, as its encoder sets it up. A key
+    frame first, and then only every `keyframe_s` if given: a browser sends one at the start and then only
+    when asked (a receiver lost something), never on a clean network. The encoder runs a second of the scene
+    before the loop, so its first key frame is a settled one (~22 KB), not a cold start's (~40 KB)."""
     w, h = size
     codec = av.CodecContext.create("libvpx", "w")
     codec.width, codec.height = w, h
     codec.pix_fmt = "yuv420p"
     codec.bit_rate = 500_000
     codec.time_base = VIDEO_TIME_BASE
-    codec.gop_size = max(1, round(keyframe_s * fps))
-    codec.options = {"deadline": "realtime", "cpu-used": "-6", "lag-in-frames": "0", "static-thresh": "1"}
+    codec.gop_size = max(1, round(keyframe_s * fps)) if keyframe_s else 1 << 20
+    codec.options = {
+        **{"deadline": "realtime", "cpu-used": "-6", "lag-in-frames": "0", "static-thresh": "1"},  # aiortc's
+        # libwebrtc's rate control: a key frame at most 3 frames' worth at 10 fps (600 ms buffer x 0.5 x fps / 10)
+        **{"max-intra-rate": str(round(600 * 0.5 * fps / 10)), "overshoot-pct": "15", "undershoot-pct": "100"},
+    }
+    warm = round(fps)
     frames: list[bytes] = []
-    n = round(seconds * fps)
-    for i in range(n):
-        img = np.zeros((h, w, 3), np.uint8)
-        x = (i * 8) % w
-        img[:, x : x + 16] = (255, 200, 0)
+    for i, img in enumerate(camera_scene(warm + round(seconds * fps), size)):
         frame = av.VideoFrame.from_ndarray(img, format="rgb24").reformat(format="yuv420p")
         frame.pts = int(i * 90_000 / fps)
         frame.time_base = VIDEO_TIME_BASE
-        frames.append(b"".join(bytes(p) for p in codec.encode(frame)))
+        if i == warm:
+            frame.pict_type = PictureType.I  # the loop's first frame: a key frame
+        encoded = b"".join(bytes(p) for p in codec.encode(frame))
+        if i >= warm:
+            frames.append(encoded)
     return frames
 
 
@@ -104,6 +132,9 @@ ABS_SEND_TIME = "http://www.webrtc.org/experiments/rtp-hdrext/abs-send-time"
 # the kernel's receive time on each datagram; Python names it on no platform, Linux's value is fixed
 SO_TIMESTAMPNS = 35 if sys.platform == "linux" else None
 TIMESTAMP_SPACE = socket.CMSG_SPACE(16)  # struct timespec
+
+
+pack_header = struct.Struct("!BBHII").pack  # RFC 3550: V/P/X/CC, M/PT, sequence, timestamp, SSRC
 
 
 def rtp_or_rtcp(data: bytes) -> bool:
@@ -206,6 +237,8 @@ class RtpStream:
         mid = (transceiver.mid or "").encode()
         self._fixed = bytes([(ids[MID] << 4) | (len(mid) - 1)]) + mid if MID in ids and mid else b""
         self._abs_id = ids.get(ABS_SEND_TIME)
+        self._constant: bytes | None = None
+        self._protect: Callable[[bytes], bytes] | None = None
         self.sequence = random.randrange(1 << 16)
         self._timestamp_origin = random.randrange(1 << 32)
         self.packets = 0
@@ -215,31 +248,76 @@ class RtpStream:
         if self._abs_id is not None:  # 6.18 fixed-point seconds, 24 bits
             when = int((time.time() + NTP_UNIX_OFFSET) * (1 << 18)) & 0xFFFFFF
             body += bytes([(self._abs_id << 4) | 2]) + when.to_bytes(3, "big")
-        if not body:
-            return b""
-        body += bytes(-len(body) % 4)
-        return struct.pack("!HH", 0xBEDE, len(body) // 4) + body  # RFC 8285, one-byte form
+        elif self._constant is not None:
+            return self._constant
+        if body:
+            body += bytes(-len(body) % 4)
+            body = struct.pack("!HH", 0xBEDE, len(body) // 4) + body  # RFC 8285, one-byte form
+        if self._abs_id is None:
+            self._constant = body  # the same for every packet
+        return body
 
     def packets_for(self, payloads: Sequence[bytes], timestamp: int) -> list[bytes]:
         """One frame's RTP packets; `timestamp` in the codec's clock from the stream's start."""
         extensions = self._extensions()
+        last = len(payloads) - 1
+        return [self._packet(payload, i == last, timestamp, extensions) for i, payload in enumerate(payloads)]
+
+    def _packet(self, payload: bytes, marker: bool, timestamp: int, extensions: bytes) -> bytes:
         first = 0x90 if extensions else 0x80  # version 2, extension bit
         stamp = (self._timestamp_origin + timestamp) & 0xFFFFFFFF
-        last = len(payloads) - 1
-        out = []
-        for i, payload in enumerate(payloads):
-            marker_type = (0x80 if i == last else 0) | self.payload_type
-            header = struct.pack("!BBHII", first, marker_type, self.sequence, stamp, self.ssrc)
-            out.append(header + extensions + payload)
-            self.sequence = (self.sequence + 1) & 0xFFFF
-        return out
+        header = pack_header(first, (0x80 if marker else 0) | self.payload_type, self.sequence, stamp, self.ssrc)
+        self.sequence = (self.sequence + 1) & 0xFFFF
+        return header + extensions + payload
 
     def send(self, sock: MediaSocket, payloads: Sequence[bytes], timestamp: int) -> None:
-        """ConnectionError once the peer has closed."""
-        protect = self.dtls._tx_srtp.protect
+        """A frame's packets at once. ConnectionError once the peer has closed."""
+        if self._protect is None:  # the DTLS transport's session, there once it is connected
+            self._protect = self.dtls._tx_srtp.protect
         for packet in self.packets_for(payloads, timestamp):
-            sock.send(protect(packet))
+            sock.send(self._protect(packet))
         self.packets += len(payloads)
+
+    def send_one(self, sock: MediaSocket, payload: bytes, marker: bool, timestamp: int) -> None:
+        """One packet, stamped (abs-send-time) as it leaves. ConnectionError once the peer has closed."""
+        if self._protect is None:
+            self._protect = self.dtls._tx_srtp.protect
+        sock.send(self._protect(self._packet(payload, marker, timestamp, self._extensions())))
+        self.packets += 1
+
+
+class VideoPacing:
+    """A video frame's packets leave spread out, as a browser's pacer sends them, not all at once.
+
+    Chrome paces at 2.5 times the target bitrate in 5 ms steps: a 6 KB frame
+    leaves over ~40 ms and a 40 KB key frame over ~250 ms. aiortc's sender (and
+    a replay without this) sends each frame as one burst, which is harsher on
+    the server than any browser: a key frame is 30 packets in a millisecond.
+    """
+
+    FACTOR = 2.5
+
+    def __init__(self, stream: RtpStream, bit_rate: int = 500_000, step: float = 0.005) -> None:
+        self.stream = stream
+        self.bytes_per_s = self.FACTOR * bit_rate / 8
+        self.cap = self.bytes_per_s * step  # unused budget does not build up beyond one step
+        self.queue: collections.deque[tuple[bytes, bool, int]] = collections.deque()
+        self._budget = self.cap
+        self._last: float | None = None
+
+    def add(self, payloads: Sequence[bytes], timestamp: int) -> None:
+        last = len(payloads) - 1
+        self.queue.extend((payload, i == last, timestamp) for i, payload in enumerate(payloads))
+
+    def send(self, sock: MediaSocket, now: float) -> None:
+        """What the budget allows by `now` (a packet may overdraw it; the next ones wait)."""
+        if self._last is not None:
+            self._budget = min(self._budget + (now - self._last) * self.bytes_per_s, self.cap)
+        self._last = now
+        while self.queue and self._budget > 0:
+            payload, marker, timestamp = self.queue.popleft()
+            self.stream.send_one(sock, payload, marker, timestamp)
+            self._budget -= len(payload)
 
 
 SETTLED = 0.5 / 32768  # a decoder whose output changed less than half an LSB from the last frame has settled
@@ -265,6 +343,7 @@ class LeanAudioIn:
     def __init__(self, payload_type: int, dtls: Any, sink: Callable[[np.ndarray, float], None]) -> None:
         self.payload_type = payload_type
         self.dtls = dtls
+        self._unprotect: Callable[[bytes], bytes] | None = None
         self.sink = sink
         self._codec = av.CodecContext.create("opus", "r")  # FFmpeg's own: a third faster than libopus here
         self._codec.sample_rate, self._codec.layout = RATE, "mono"  # float32 out, as the sink takes it
@@ -276,8 +355,10 @@ class LeanAudioIn:
         self.undecodable = 0
 
     def receive(self, data: bytes, at: float) -> None:
+        if self._unprotect is None:  # the DTLS transport's session, there once it is connected
+            self._unprotect = self.dtls._rx_srtp.unprotect
         try:
-            self.handle(self.dtls._rx_srtp.unprotect(data), at)
+            self.handle(self._unprotect(data), at)
         except pylibsrtp.Error:
             self.undecodable += 1
 
@@ -287,7 +368,7 @@ class LeanAudioIn:
         first = data[0]
         start = 12 + 4 * (first & 0x0F)  # the CSRCs
         if first & 0x10:  # an extension block: 4 bytes, then its length in words
-            start += 4 + 4 * int.from_bytes(data[start + 2 : start + 4], "big")
+            start += 4 + 4 * ((data[start + 2] << 8) | data[start + 3])
         end = len(data) - (data[-1] if first & 0x20 else 0)  # padding
         payload = data[start:end]
         self.packets += 1
@@ -333,7 +414,15 @@ class _Placeholder(MediaStreamTrack):
 
 class ReplayCamera(_Placeholder):
     """A pre-encoded VP8 loop, packetized once as aiortc does (picture ids follow the loop), sent round and
-    round at `fps` by the ReplayMicrophone of the same peer."""
+    round at `fps` by the ReplayMicrophone of the same peer.
+
+    Each camera restarts the loop (at its key frame) after its own number of
+    frames, between two thirds of the loop and all of it: clients that
+    connected together would otherwise send their key frames together, every
+    loop, and a dozen key frames decoded at once stalled the server for
+    60-100 ms (browsers' key frames are not in step either: each sends one
+    when it starts).
+    """
 
     kind = "video"
 
@@ -341,13 +430,14 @@ class ReplayCamera(_Placeholder):
         super().__init__()
         self.fps = fps
         self.payloads = [Vp8Encoder._packetize(f, i) for i, f in enumerate(frames)]
+        self.length = random.randint(max(1, len(frames) * 2 // 3), len(frames))
         self.sent = 0
 
     def next_frame(self) -> tuple[list[bytes], int]:
         """The next frame's payloads and its RTP timestamp (90 kHz)."""
         n = self.sent
         self.sent += 1
-        return self.payloads[n % len(self.payloads)], int(n * 90_000 / self.fps)
+        return self.payloads[n % self.length], int(n * 90_000 / self.fps)
 
 
 class ReplayMicrophone(_Placeholder):
@@ -418,23 +508,27 @@ class ReplayLink:
         self.mic = mic
         self.socket = sock
         self.camera = camera
+        self.pacing = VideoPacing(mic.streams[1]) if camera is not None and len(mic.streams) > 1 else None
         self.start = time.monotonic()
         self.frames = 0  # audio frames sent
-        self.due = self.start  # when the next is
+        self.due = self.start  # when it next has something to send
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def send_due(self, now: float) -> None:
         """ConnectionError once the peer has closed."""
         if not self.socket.open:
             raise ConnectionError("the peer has closed")
-        mic, *camera = self.mic.streams
-        while self.due <= now:
-            mic.send(self.socket, [self.mic._next_packet()], self.frames * FRAME)
-            if self.camera is not None:
+        audio_due = self.start + self.frames * FRAME / RATE
+        while audio_due <= now:
+            self.mic.streams[0].send(self.socket, [self.mic._next_packet()], self.frames * FRAME)
+            if self.camera is not None and self.pacing is not None:
                 while self.camera.sent <= self.frames * FRAME / RATE * self.camera.fps:
-                    camera[0].send(self.socket, *self.camera.next_frame())
+                    self.pacing.add(*self.camera.next_frame())
             self.frames += 1
-            self.due = self.start + self.frames * FRAME / RATE
+            audio_due = self.start + self.frames * FRAME / RATE
+        if self.pacing is not None:
+            self.pacing.send(self.socket, now)
+        self.due = now if self.pacing is not None and self.pacing.queue else audio_due  # paced: every tick
 
     def end(self, error: BaseException | None = None) -> None:
         if not self.done.done():
@@ -472,7 +566,8 @@ class Ticker:
         self.tick = tick
         self._selector = selectors.DefaultSelector()
         self._links: set[ReplayLink] = set()
-        self._task: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None  # the next tick, while there are clients
+        self._due = 0.0
         self.ticks = 0
 
     def add(self, link: ReplayLink) -> None:
@@ -481,8 +576,10 @@ class Ticker:
             self._selector.unregister(fd)
         self._selector.register(fd, selectors.EVENT_READ, link)
         self._links.add(link)
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+        if self._timer is None:
+            loop = asyncio.get_running_loop()
+            self._due = loop.time()
+            self._timer = loop.call_at(self._due, self._tick)
 
     def discard(self, link: ReplayLink, error: BaseException | None = None) -> None:
         if link in self._links:
@@ -492,32 +589,35 @@ class Ticker:
                 self._selector.unregister(link.socket.fd)
         link.end(error)
 
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        due = loop.time()
+    def _tick(self) -> None:
+        """A timer callback, not a task: no coroutine, future and task step per tick."""
+        self._timer = None
+        if not self._links:
+            return
         try:
-            while self._links:
-                due = max(due + self.tick, loop.time())  # behind (a stalled loop): catch up once, not in a burst
-                await asyncio.sleep(due - loop.time())
-                self.step(time.monotonic())
-        finally:
-            self._task = None
+            self.step(time.monotonic())
+        except Exception as e:  # the ticker's own fault: every client ends with it
             for link in list(self._links):
-                self.discard(link)
+                self.discard(link, e)
+            return
+        loop = asyncio.get_running_loop()
+        self._due = max(self._due + self.tick, loop.time())  # behind (a stalled loop): catch up once, not in a burst
+        self._timer = loop.call_at(self._due, self._tick)
 
     def step(self, now: float) -> None:
         """Read each socket that has something, then send what is due."""
         self.ticks += 1
         for key, _ in self._selector.select(0):
-            self._guarded(key.data, key.data.socket.read)
+            try:
+                key.data.socket.read()
+            except Exception as e:
+                self._fault(key.data, e)
         for link in [link for link in self._links if link.due <= now]:
-            self._guarded(link, link.send_due, now)
+            try:
+                link.send_due(now)
+            except Exception as e:
+                self._fault(link, e)
 
-    def _guarded(self, link: ReplayLink, act: Callable[..., None], *args: float) -> None:
-        """One client's fault ends that client, not the others."""
-        try:
-            act(*args)
-        except ConnectionError:
-            self.discard(link)
-        except Exception as e:
-            self.discard(link, e)
+    def _fault(self, link: ReplayLink, error: Exception) -> None:
+        """One client's fault ends that client, not the others; a closed peer ends it without one."""
+        self.discard(link, None if isinstance(error, ConnectionError) else error)

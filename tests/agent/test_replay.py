@@ -9,6 +9,7 @@ import time
 import av
 import numpy as np
 import pytest
+from aiortc.codecs.vpx import Vp8Encoder
 from aiortc.rtcrtpparameters import RTCRtpParameters
 from aiortc.rtp import HeaderExtensionsMap, RtpPacket
 
@@ -20,6 +21,7 @@ from agent.replay import (
     ReplayCamera,
     ReplayMicrophone,
     Ticker,
+    VideoPacing,
     encode_camera_loop,
     encode_opus,
     silence_packet,
@@ -72,14 +74,25 @@ async def test_rtp_headers_carry_what_the_peer_negotiated():
         await client.close()
 
 
-def test_camera_loop_starts_with_a_key_frame_every_3_s_and_decodes():
+def test_camera_loop_is_a_webcam_stream_with_one_key_frame_that_cameras_restart_at_their_own_length():
     frames = encode_camera_loop(seconds=6.0, fps=10)
     assert len(frames) == 60
+    kbits = sum(map(len, frames)) * 8 / 6.0 / 1000
+    packets = sum(len(Vp8Encoder._packetize(f, 0)) for f in frames) / 60
+    print(f"camera loop: {kbits:.0f} kbit/s, {packets:.1f} packets a frame")
+    assert 350 < kbits < 650 and packets > 3  # as a webcam at aiortc's 500 kbit/s, not a cartoon
     keys = [i for i, f in enumerate(frames) if f[0] & 1 == 0]  # VP8: bit 0 of the first byte clear = key frame
-    assert keys == [0, 30]
+    assert keys == [0]
+    assert [i for i, f in enumerate(encode_camera_loop(seconds=2.0, keyframe_s=1.0)) if f[0] & 1 == 0] == [0, 10]
     codec = av.CodecContext.create("libvpx", "r")
     images = [img for f in frames for img in codec.decode(av.Packet(f))]
     assert len(images) == 60 and (images[0].width, images[0].height) == (640, 480)
+    lengths = {ReplayCamera(frames).length for _ in range(20)}
+    assert len(lengths) > 3 and min(lengths) >= 40 and max(lengths) <= 60  # restarts out of step
+    camera = ReplayCamera(frames)
+    sent = [camera.next_frame() for _ in range(camera.length + 1)]
+    assert sent[camera.length][0] == sent[0][0]  # back at the key frame
+    assert sent[camera.length][1] == camera.length * 9000  # while the RTP clock runs on
 
 
 async def test_replaying_clients_are_heard_and_seen_by_the_server():
@@ -183,7 +196,7 @@ async def test_replaying_clients_share_one_timer_and_read_their_sockets_there():
         assert all(len(c.received.times) > n for c, n in zip(clients[1:], others, strict=True))
         for c in clients:
             await c.close()
-        assert await wait_until(lambda: ticker._task is None, 5)
+        assert await wait_until(lambda: ticker._timer is None, 5)
         assert not ticker._links and not ticker._selector.get_map()
 
 
@@ -234,6 +247,32 @@ async def test_a_ticker_reads_what_arrived_sends_what_is_due_and_a_fault_ends_on
     assert 5 <= good.sends <= elapsed / 0.02 + 2  # when due (every 20 ms), not on every 5 ms tick
     ticker.discard(good)
     await good.done
-    assert await wait_until(lambda: ticker._task is None, 1) and not ticker._selector.get_map()
+    assert await wait_until(lambda: ticker._timer is None, 1) and not ticker._selector.get_map()
     good.sock.close()
     bad.sock.close()
+
+
+def test_video_pacing_spreads_a_frame_as_a_browser_pacer_does():
+    """2.5 x 500 kbit/s in 5 ms steps: a 36 KB key frame leaves over ~230 ms, not in one burst; a small frame
+    after a pause leaves at once."""
+    sent: list[tuple[float, int, bool]] = []
+    now = 0.0
+
+    class Stream:
+        def send_one(self, sock: object, payload: bytes, marker: bool, timestamp: int) -> None:
+            sent.append((now, len(payload), marker))
+
+    pacing = VideoPacing(Stream())  # type: ignore[arg-type]
+    pacing.add([bytes(1200)] * 30, 0)
+    while pacing.queue and now < 1:
+        pacing.send(None, now)  # type: ignore[arg-type]
+        now += 0.005
+    assert len(sent) == 30 and [m for _, _, m in sent].count(True) == 1 and sent[-1][2]
+    assert sum(1 for t, _, _ in sent if t == 0) == 1  # one packet in the first step
+    span = sent[-1][0] - sent[0][0]
+    print(f"36 KB frame paced over {span * 1000:.0f} ms")
+    assert 0.2 < span < 0.26  # 36 KB at 156 KB/s
+    now += 0.5
+    pacing.add([bytes(600)], 9000)
+    pacing.send(None, now)  # type: ignore[arg-type]
+    assert sent[-1][0] == now  # the budget was there

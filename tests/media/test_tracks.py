@@ -130,3 +130,39 @@ def test_video_decoding_yields_the_core_to_the_loop():
     assert [item for item, _ in seen] == ["frame 1", "frame 2"]
     assert all(nice == min(mine + 10, 19) for _, nice in seen)
     assert os.getpriority(os.PRIO_PROCESS, 0) == mine  # only that thread
+
+
+async def test_window_rate_gives_aiortcs_figures_and_is_installed_for_video():
+    """The same rates as aiortc's RateCounter over a webcam's packet times (bursts, gaps past the window,
+    resets), and tune_receivers puts it in each video receiver's bandwidth estimator."""
+    import random
+
+    from aiortc import RTCPeerConnection
+    from aiortc.rate import RateCounter
+
+    from media.tracks import WindowRate, tune_receivers
+
+    rng = random.Random(3)
+    theirs, ours = RateCounter(1000, 8000), WindowRate(1000, 8000)
+    now, checked = 10_000, 0
+    for step in range(20_000):
+        now += rng.choice([0, 0, 1, 3, 7, 33, 100, 250]) + (1500 if step % 2000 == 1999 else 0)
+        if step % 3000 == 2999:
+            theirs.reset()
+            ours.reset()
+        if rng.random() < 0.8:
+            size = rng.randrange(100, 1300)
+            theirs.add(size, now)
+            ours.add(size, now)
+        else:
+            assert ours.rate(now) == theirs.rate(now), (step, now)
+            checked += 1
+    assert checked > 3000
+
+    pc = RTCPeerConnection()
+    pc.addTransceiver("audio")
+    pc.addTransceiver("video")
+    tune_receivers(pc, prefetch=0)
+    (video,) = [t.receiver for t in pc.getTransceivers() if t.kind == "video"]
+    assert isinstance(video._RTCRtpReceiver__remote_bitrate_estimator.incoming_bitrate, WindowRate)
+    await pc.close()

@@ -126,9 +126,8 @@ class OverloadConfig:
     """The overload policy's thresholds on recent p95s, and how fast it moves (agent/server/overload.py).
 
     From `omni-agent bench --replay` with the server on one core (docs/benchmarks.md, capacity): levels the
-    server held had a loop-lag p95 of 5-25 ms (50 only for 32 audio sessions at 95 % of the core); the first
-    levels not held, 50-100 ms. Two cascade talkers at once on one core put the first speech frame ~0.6-0.9 s
-    after the end of the turn."""
+    server held had a loop-lag p95 of 5-25 ms; the first levels not held, 50-100 ms. Two cascade talkers at
+    once on one core put the first speech frame ~0.9-1.1 s after the end of the turn (p50-p95)."""
 
     first_audio_p95_ms: float = 1500.0
     loop_lag_p95_ms: float = 50.0

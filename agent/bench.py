@@ -260,6 +260,7 @@ async def run_level(
         clients_cpu = (own_cpu_seconds() - mine) / wall
         after = scrape_process(http)
         inbound = [i for c in clients if (i := getattr(c.mic, "inbound", None)) is not None]
+        sockets = [s for c in clients if (s := getattr(c.mic, "socket", None)) is not None]
         await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
     results += [c for c in connected if not isinstance(c, AgentClient)]
     ok = [r for r in results if isinstance(r, ClientResult)]
@@ -287,6 +288,7 @@ async def run_level(
         "client_repeats_not_decoded_pct": 100
         * sum(i.repeats for i in inbound)
         / max(1, sum(i.packets for i in inbound)),
+        "client_packets_not_sent": sum(s.send_dropped for s in sockets),  # the clients' socket buffers were full
         "samples_ms": [round(x, 2) for x in samples],
     }
 

@@ -132,8 +132,6 @@ ABS_SEND_TIME = "http://www.webrtc.org/experiments/rtp-hdrext/abs-send-time"
 # the kernel's receive time on each datagram; Python names it on no platform, Linux's value is fixed
 SO_TIMESTAMPNS = 35 if sys.platform == "linux" else None
 TIMESTAMP_SPACE = socket.CMSG_SPACE(16)  # struct timespec
-
-
 pack_header = struct.Struct("!BBHII").pack  # RFC 3550: V/P/X/CC, M/PT, sequence, timestamp, SSRC
 
 
@@ -173,8 +171,7 @@ class MediaSocket:
         self.sock: socket.socket = self._transport._sock
         self.fd = self.sock.fileno()
         self.remote = pair.remote_addr
-        self.stamped = SO_TIMESTAMPNS is not None
-        if self.stamped:
+        if SO_TIMESTAMPNS is not None:
             self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         asyncio.get_running_loop()._remove_reader(self.fd)  # type: ignore[attr-defined]
         self.sent = 0
@@ -459,6 +456,7 @@ class ReplayMicrophone(_Placeholder):
         self._next_id = 0
         self.streams: list[RtpStream] = []  # once running: the microphone's, then the camera's
         self.inbound: LeanAudioIn | None = None
+        self.socket: MediaSocket | None = None  # once running
 
     def play(self, packets: Sequence[bytes]) -> int:
         ident = self._next_id
@@ -488,7 +486,7 @@ class ReplayMicrophone(_Placeholder):
             await asyncio.sleep(0.01)
         self.inbound = LeanAudioIn(audio._codecs[0].payloadType, dtls, on_audio)
         try:
-            sock = MediaSocket(dtls, self.inbound.receive)
+            self.socket = sock = MediaSocket(dtls, self.inbound.receive)
         except ConnectionError:
             return
         self.streams = [RtpStream(audio)] + ([RtpStream(video)] if video is not None else [])

@@ -186,7 +186,7 @@ async def test_replaying_clients_share_one_timer_and_read_their_sockets_there():
             assert 0.015 < spacing < 0.025, spacing  # 20 ms frames, stamped as they arrived, not per tick
         links = list(ticker._links)
         assert await wait_until(lambda: all(link.socket.rtcp_ignored > 0 for link in links), 10)
-        assert all(c.mic.socket.sent > 100 and c.mic.socket.send_dropped == 0 for c in clients)
+        assert all(c.mic.socket.sent > 50 and c.mic.socket.send_dropped == 0 for c in clients)  # ~2 s of audio
         first = clients[0]
         server.sessions[first.answer["session"]].end("test: the server ends one session")
         replay = first._tasks[-1]

@@ -441,7 +441,7 @@ class ReplayMicrophone(_Placeholder):
     """Queued pre-encoded clips as 20 ms Opus packets, a silence packet between them, paced like a
     microphone; `play(packets)` and `sent_at` work as `client.MicrophoneTrack`'s. `run(pc, on_audio)` (the
     client starts it once connected) sends them, and a ReplayCamera's frames on the same peer, through one
-    RtpStream each (one timer for both, no aiortc sender), and hands the audio that comes back to
+    RtpStream each (no aiortc sender) on the loop's Ticker, and hands the audio that comes back to
     `on_audio` through a LeanAudioIn."""
 
     kind = "audio"
@@ -519,7 +519,7 @@ class ReplayLink:
         audio_due = self.start + self.frames * FRAME / RATE
         while audio_due <= now:
             self.mic.streams[0].send(self.socket, [self.mic._next_packet()], self.frames * FRAME)
-            if self.camera is not None and self.pacing is not None:
+            if self.camera is not None and self.pacing is not None:  # both or neither
                 while self.camera.sent <= self.frames * FRAME / RATE * self.camera.fps:
                     self.pacing.add(*self.camera.next_frame())
             self.frames += 1

@@ -696,9 +696,6 @@ def run_alone(streamer, turn, max_tokens: int, max_frames: int, conv=None, speak
     return reply, pcm
 
 
-REALTIME_MARGIN = 4.0  # a real-time test needs its model this many times faster than real time
-
-
 def speech_rtf(loaded, frames: int = 32) -> float:
     """Decoding time (Thinker steps, Talker + MTP, Code2Wav) per second of speech for one session, measured here
     and now: the median frame's time over 80 ms, so that a passing hiccup of a shared VM does not decide."""
@@ -729,20 +726,23 @@ def speech_rtf(loaded, frames: int = 32) -> float:
     return statistics.median(spent) / 0.08
 
 
-def require_realtime_margin(loaded) -> float:
-    """Fail with a clear message, not as a regression, when this machine is too slow to judge a real-time test."""
+def require_realtime_margin(loaded, margin: float) -> float:
+    """Fail with a clear message, not as a regression, when this machine is too slow to judge a real-time test:
+    the test model must speak `margin` times faster than real time here. (The fast tiny model's speech costs
+    0.17-0.28 s a second on the slow EPYC kind, mostly PyTorch's per-op overhead, which a smaller model does
+    not cut: ask for the margin the test needs, not more.)"""
     import pytest
 
     # the machine's speed, not a slow spell of a shared VM: up to 5 windows of 32 frames, the best one
     rtf = speech_rtf(loaded)
     for _ in range(4):
-        if rtf * REALTIME_MARGIN <= 1.0:
+        if rtf * margin <= 1.0:
             break
         rtf = min(rtf, speech_rtf(loaded))
-    if rtf * REALTIME_MARGIN > 1.0:
+    if rtf * margin > 1.0:
         pytest.fail(
             f"this machine is too slow to judge a real-time test: the test model's speech takes {rtf:.2f} s of "
-            f"compute per second (a {REALTIME_MARGIN:.0f}x margin needs <= {1 / REALTIME_MARGIN:.2f}); "
+            f"compute per second (a {margin:.0f}x margin needs <= {1 / margin:.2f}); "
             "the failure says nothing about the code under test",
             pytrace=False,
         )

@@ -140,7 +140,7 @@ async def test_window_rate_gives_aiortcs_figures_and_is_installed_for_video():
     from aiortc import RTCPeerConnection
     from aiortc.rate import RateCounter
 
-    from media.tracks import WindowRate, tune_receivers
+    from media.tracks import ThrottledRemb, WindowRate, tune_receivers
 
     rng = random.Random(3)
     theirs, ours = RateCounter(1000, 8000), WindowRate(1000, 8000)
@@ -164,5 +164,48 @@ async def test_window_rate_gives_aiortcs_figures_and_is_installed_for_video():
     pc.addTransceiver("video")
     tune_receivers(pc, prefetch=0)
     (video,) = [t.receiver for t in pc.getTransceivers() if t.kind == "video"]
-    assert isinstance(video._RTCRtpReceiver__remote_bitrate_estimator.incoming_bitrate, WindowRate)
+    estimator = video._RTCRtpReceiver__remote_bitrate_estimator
+    assert isinstance(estimator, ThrottledRemb) and isinstance(estimator.incoming_bitrate, WindowRate)
     await pc.close()
+
+
+def test_remb_estimates_go_out_every_200_ms_unless_one_falls_by_more_than_3_percent():
+    """aiortc's estimator, driven into overuse by growing queueing delay, returns an estimate for every
+    packet; through ThrottledRemb they leave at most every 200 ms, and a fall of more than 3 % at once."""
+    from aiortc.rate import RemoteBitrateEstimator
+
+    from media.tracks import ThrottledRemb
+
+    def drive(estimator) -> list[tuple[int, int]]:
+        sent, now, send_time, delay = [], 0, 0.0, 0.0
+        for n in range(3000):  # 100 packets a second for 30 s; from 10 s on, each waits 1 ms longer
+            now = n * 10
+            if n > 1000:
+                delay += 1
+            send_time = n * 0.010
+            abs_send = int(send_time * (1 << 18)) & 0xFFFFFF
+            remb = estimator.add(arrival_time_ms=now + int(delay), abs_send_time=abs_send, payload_size=1200, ssrc=1)
+            if remb is not None:
+                sent.append((now + int(delay), remb[0]))
+        return sent
+
+    raw = drive(RemoteBitrateEstimator())
+    throttled = ThrottledRemb(RemoteBitrateEstimator())
+    sent = drive(throttled)
+    print(f"aiortc alone: {len(raw)} REMBs; throttled: {len(sent)}, {throttled.held} held")
+    assert len(raw) > 1000  # overused: one a packet
+    assert 0 < len(sent) < len(raw) // 5 and throttled.held == len(raw) - len(sent)
+    for (t0, b0), (t1, b1) in zip(sent, sent[1:], strict=False):
+        assert t1 - t0 >= 200 or b1 * 103 < b0 * 100, (t0, b0, t1, b1)
+
+    class Scripted:  # an estimator that gives these estimates, one a packet
+        def __init__(self, bitrates: list[int]) -> None:
+            self.bitrates = iter(bitrates)
+
+        def add(self, **_: int) -> tuple[int, list[int]]:
+            return next(self.bitrates), [1]
+
+    remb = ThrottledRemb(Scripted([1000, 990, 980, 960, 950, 1100, 900]))
+    out = [remb.add(arrival_time_ms=t, abs_send_time=0, payload_size=1, ssrc=1) for t in (0, 10, 20, 30, 40, 250, 260)]
+    # sent: the first; 960 (4 % under 1000) at once; 1100 after 200 ms; 900 (18 % under 1100) at once
+    assert [r[0] if r else None for r in out] == [1000, None, None, 960, None, 1100, 900]

@@ -1,6 +1,8 @@
 """The qwen3-omni engine (the fast tiny random model, CPU) behind the real transport: an aiortc client speaks,
 the engine answers with continuous 80 ms frames; typed text and barge-in on the same path. The real-time tests
-first measure that the model speaks at least 4x faster than real time here (support.require_realtime_margin)."""
+first measure that the model speaks fast enough here for what they judge (support.require_realtime_margin): 3x
+for continuous frames while the client, server and model share the cores, 2x for speech to run ahead of
+playout."""
 
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ def session_of(server):
 
 
 async def test_spoken_turn_gets_continuous_speech_frames(tiny_fast, tmp_path):
-    rtf = require_realtime_margin(tiny_fast)  # continuity is judged only where the model is 4x faster than real time
+    rtf = require_realtime_margin(tiny_fast, 3.0)  # continuity is judged where the model has 3x to spare
     async with serving(tiny_fast) as server:
         client = AgentClient(ws_url(server), video=CameraTrack())
         await client.connect()
@@ -61,7 +63,7 @@ async def test_spoken_turn_gets_continuous_speech_frames(tiny_fast, tmp_path):
 
 
 async def test_typed_text_and_barge_in(tiny_fast, tmp_path):
-    require_realtime_margin(tiny_fast)  # speech must run ahead of playout for there to be something to flush
+    require_realtime_margin(tiny_fast, 2.0)  # speech must run ahead of playout for there to be something to flush
     async with serving(tiny_fast, max_reply_s=20.0, end_silence_ms=320) as server:
         # the random Talker would end its speech after about a second; here it speaks up to its 20 s limit
         streamer = server.engine.streamer

@@ -254,32 +254,21 @@ class RtpStream:
             self._constant = body  # the same for every packet
         return body
 
-    def packets_for(self, payloads: Sequence[bytes], timestamp: int) -> list[bytes]:
-        """One frame's RTP packets; `timestamp` in the codec's clock from the stream's start."""
+    def packet(self, payload: bytes, marker: bool, timestamp: int) -> bytes:
+        """The next RTP packet, stamped (abs-send-time) now; `timestamp` in the codec's clock from the
+        stream's start."""
         extensions = self._extensions()
-        last = len(payloads) - 1
-        return [self._packet(payload, i == last, timestamp, extensions) for i, payload in enumerate(payloads)]
-
-    def _packet(self, payload: bytes, marker: bool, timestamp: int, extensions: bytes) -> bytes:
         first = 0x90 if extensions else 0x80  # version 2, extension bit
         stamp = (self._timestamp_origin + timestamp) & 0xFFFFFFFF
         header = pack_header(first, (0x80 if marker else 0) | self.payload_type, self.sequence, stamp, self.ssrc)
         self.sequence = (self.sequence + 1) & 0xFFFF
         return header + extensions + payload
 
-    def send(self, sock: MediaSocket, payloads: Sequence[bytes], timestamp: int) -> None:
-        """A frame's packets at once. ConnectionError once the peer has closed."""
+    def send(self, sock: MediaSocket, payload: bytes, marker: bool, timestamp: int) -> None:
+        """One packet, protected as it leaves. ConnectionError once the peer has closed."""
         if self._protect is None:  # the DTLS transport's session, there once it is connected
             self._protect = self.dtls._tx_srtp.protect
-        for packet in self.packets_for(payloads, timestamp):
-            sock.send(self._protect(packet))
-        self.packets += len(payloads)
-
-    def send_one(self, sock: MediaSocket, payload: bytes, marker: bool, timestamp: int) -> None:
-        """One packet, stamped (abs-send-time) as it leaves. ConnectionError once the peer has closed."""
-        if self._protect is None:
-            self._protect = self.dtls._tx_srtp.protect
-        sock.send(self._protect(self._packet(payload, marker, timestamp, self._extensions())))
+        sock.send(self._protect(self.packet(payload, marker, timestamp)))
         self.packets += 1
 
 
@@ -313,7 +302,7 @@ class VideoPacing:
         self._last = now
         while self.queue and self._budget > 0:
             payload, marker, timestamp = self.queue.popleft()
-            self.stream.send_one(sock, payload, marker, timestamp)
+            self.stream.send(sock, payload, marker, timestamp)
             self._budget -= len(payload)
 
 
@@ -505,8 +494,7 @@ class ReplayLink:
     def __init__(self, mic: ReplayMicrophone, sock: MediaSocket, camera: ReplayCamera | None) -> None:
         self.mic = mic
         self.socket = sock
-        self.camera = camera
-        self.pacing = VideoPacing(mic.streams[1]) if camera is not None and len(mic.streams) > 1 else None
+        self.video = (camera, VideoPacing(mic.streams[1])) if camera is not None else None
         self.start = time.monotonic()
         self.frames = 0  # audio frames sent
         self.due = self.start  # when it next has something to send
@@ -518,15 +506,16 @@ class ReplayLink:
             raise ConnectionError("the peer has closed")
         audio_due = self.start + self.frames * FRAME / RATE
         while audio_due <= now:
-            self.mic.streams[0].send(self.socket, [self.mic._next_packet()], self.frames * FRAME)
-            if self.camera is not None and self.pacing is not None:  # both or neither
-                while self.camera.sent <= self.frames * FRAME / RATE * self.camera.fps:
-                    self.pacing.add(*self.camera.next_frame())
+            self.mic.streams[0].send(self.socket, self.mic._next_packet(), True, self.frames * FRAME)
+            if self.video is not None:
+                camera, pacing = self.video
+                while camera.sent <= self.frames * FRAME / RATE * camera.fps:
+                    pacing.add(*camera.next_frame())
             self.frames += 1
             audio_due = self.start + self.frames * FRAME / RATE
-        if self.pacing is not None:
-            self.pacing.send(self.socket, now)
-        self.due = now if self.pacing is not None and self.pacing.queue else audio_due  # paced: every tick
+        if self.video is not None:
+            self.video[1].send(self.socket, now)
+        self.due = now if self.video is not None and self.video[1].queue else audio_due  # paced: every tick
 
     def end(self, error: BaseException | None = None) -> None:
         if not self.done.done():

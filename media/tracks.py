@@ -258,9 +258,6 @@ class ThrottledRemb:
         self._last_bitrate = 0
         self.held = 0  # estimates not sent
 
-    def __getattr__(self, name: str) -> Any:  # the estimator's state, e.g. its incoming_bitrate
-        return getattr(self.estimator, name)
-
     def add(self, arrival_time_ms: int, abs_send_time: int, payload_size: int, ssrc: int) -> Any:
         remb = self.estimator.add(
             arrival_time_ms=arrival_time_ms, abs_send_time=abs_send_time, payload_size=payload_size, ssrc=ssrc

@@ -61,7 +61,7 @@ async def test_rtp_headers_carry_what_the_peer_negotiated():
         for stream, transceiver in zip(client.mic.streams, client.pc.getTransceivers(), strict=True):
             extensions = HeaderExtensionsMap()
             extensions.configure(RTCRtpParameters(headerExtensions=transceiver._headerExtensions))
-            raws = stream.packets_for([b"\x01" * 10, b"\x02" * 20], 960)
+            raws = [stream.packet(b"\x01" * 10, False, 960), stream.packet(b"\x02" * 20, True, 960)]
             first, second = (RtpPacket.parse(raw, extensions) for raw in raws)
             assert first.payload_type == transceiver._codecs[0].payloadType and first.ssrc == stream.ssrc
             assert second.sequence_number == (first.sequence_number + 1) % 65536
@@ -260,7 +260,7 @@ def test_video_pacing_spreads_a_frame_as_a_browser_pacer_does():
     now = 0.0
 
     class Stream:
-        def send_one(self, sock: object, payload: bytes, marker: bool, timestamp: int) -> None:
+        def send(self, sock: object, payload: bytes, marker: bool, timestamp: int) -> None:
             sent.append((now, len(payload), marker))
 
     pacing = VideoPacing(Stream())  # type: ignore[arg-type]

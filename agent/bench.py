@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -221,6 +222,28 @@ def lag_p95_ms(before: dict[str, float], after: dict[str, float]) -> float | Non
     return next(b * 1000 for b, c in counts if c >= 0.95 * counts[-1][1])
 
 
+def cpu_ticks() -> dict[str, tuple[int, int]]:
+    """Per CPU: (ticks stolen by the hypervisor, all ticks), from /proc/stat; {} where there is none."""
+    out = {}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/stat").read_text().splitlines():
+            name, *values = line.split()
+            if name.startswith("cpu") and name != "cpu" and len(values) >= 8:
+                ticks = [int(v) for v in values[:8]]
+                out[name[3:]] = (ticks[7], sum(ticks))
+    return out
+
+
+def stolen_pct(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> dict[str, float]:
+    """The share of each CPU's time a virtual machine's host gave to others: a busy neighbour makes every
+    figure of a level worse, so levels are only comparable with this beside them."""
+    return {
+        cpu: round(100 * (after[cpu][0] - before[cpu][0]) / max(1, after[cpu][1] - before[cpu][1]), 1)
+        for cpu in before
+        if cpu in after
+    }
+
+
 def own_cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -245,7 +268,7 @@ async def run_level(
     )
     set_up_s = time.monotonic() - set_up_at
     clients = [c for c in connected if isinstance(c, AgentClient)]
-    before, t0, mine = scrape_process(http), time.monotonic(), own_cpu_seconds()
+    before, t0, mine, ticks = scrape_process(http), time.monotonic(), own_cpu_seconds(), cpu_ticks()
     stalls = LoopStalls()
     watcher = asyncio.create_task(stalls.watch()) if replay is None else None
     try:
@@ -258,6 +281,7 @@ async def run_level(
             watcher.cancel()
         wall = time.monotonic() - t0
         clients_cpu = (own_cpu_seconds() - mine) / wall
+        stolen = stolen_pct(ticks, cpu_ticks())
         after = scrape_process(http)
         inbound = [i for c in clients if (i := getattr(c.mic, "inbound", None)) is not None]
         sockets = [s for c in clients if (s := getattr(c.mic, "socket", None)) is not None]
@@ -283,6 +307,7 @@ async def run_level(
         - before_set_up.get("process_cpu_seconds_total", 0),
         "server_rss_mb": after.get("process_resident_memory_bytes", 0) / 2**20,
         "server_loop_lag_p95_ms": lag_p95_ms(before, after),
+        "cpu_stolen_pct": stolen,
         "client_cpu_pct_per_session": 100 * clients_cpu / n,
         "client_cpu_pct_of_cores": 100 * clients_cpu / len(os.sched_getaffinity(0)),
         "client_repeats_not_decoded_pct": 100
@@ -443,7 +468,8 @@ def run(args: argparse.Namespace) -> int:
                 f"underruns {row['underruns']} (+{row['gaps_while_clients_stalled']} while the clients stalled), "
                 f"server CPU {row['server_cpu_pct']:.0f} %, "
                 f"loop lag p95 <= {row['server_loop_lag_p95_ms'] or float('nan'):g} ms, "
-                f"clients' CPU {row['client_cpu_pct_per_session']:.2f} % a session "
+                f"clients' CPU {row['client_cpu_pct_per_session']:.2f} % a session, "
+                f"stolen by the host {', '.join(f'cpu{k} {v:g} %' for k, v in row['cpu_stolen_pct'].items()) or '-'} "
                 f"(all connected in {row['set_up_s']:.1f} s, {row['set_up_server_cpu_s']:.1f} s of server CPU)",
                 flush=True,
             )

@@ -4,10 +4,10 @@ An aiortc client that encodes its own Opus and 640x480 VP8 spends more CPU
 than the server spends on its session, so a bench on one machine measures its
 clients. Here every spoken clip is Opus-encoded once (20 ms packets, made as
 aiortc's own encoder makes them) and a camera loop is VP8-encoded once (10 fps;
-a key frame first and every 3 s, as a browser sends them on a clean network);
+one key frame, as a browser sends on a clean network);
 each client then sends those packets as they are, as RTP written below
-aiortc's sender (`RtpStream`: aiortc's own per-packet Python cost more than
-the server's). The server cannot tell: it receives the RTP a browser sends,
+aiortc's sender (`media.rtp.RtpStream`: aiortc's own per-packet Python cost
+more than the server's). The server cannot tell: it receives the RTP a browser sends,
 over aiortc's real ICE, DTLS and SRTP. What the clients receive is still
 decoded, to measure it; the kernel stamps when it arrived. Once connected,
 every client in the process runs on one `Ticker` that reads and writes their
@@ -33,13 +33,12 @@ from typing import Any
 import av
 import numpy as np
 import pylibsrtp
-from aiortc import MediaStreamTrack, RTCPeerConnection, RTCRtpTransceiver
+from aiortc import RTCPeerConnection
 from aiortc.codecs.vpx import Vp8Encoder
-from aiortc.mediastreams import MediaStreamError
-from aiortc.rtcdtlstransport import State as DtlsState
 from av.video.frame import PictureType
 
 from media.opus import opus_encoder
+from media.rtp import PlaceholderTrack, RtpStream, connected
 
 RATE = 48_000
 FRAME = 960  # 20 ms
@@ -126,13 +125,9 @@ def encode_camera_loop(
     return frames
 
 
-NTP_UNIX_OFFSET = 2_208_988_800  # seconds from 1900 (NTP) to 1970 (Unix)
-MID = "urn:ietf:params:rtp-hdrext:sdes:mid"
-ABS_SEND_TIME = "http://www.webrtc.org/experiments/rtp-hdrext/abs-send-time"
 # the kernel's receive time on each datagram; Python names it on no platform, Linux's value is fixed
 SO_TIMESTAMPNS = 35 if sys.platform == "linux" else None
 TIMESTAMP_SPACE = socket.CMSG_SPACE(16)  # struct timespec
-pack_header = struct.Struct("!BBHII").pack  # RFC 3550: V/P/X/CC, M/PT, sequence, timestamp, SSRC
 
 
 def rtp_or_rtcp(data: bytes) -> bool:
@@ -180,7 +175,7 @@ class MediaSocket:
 
     @property
     def open(self) -> bool:
-        return self.dtls._state is DtlsState.CONNECTED and self._transport._sock is self.sock
+        return connected(self.dtls) and self._transport._sock is self.sock
 
     def send(self, datagram: bytes) -> None:
         """ConnectionError once the socket is closed."""
@@ -213,65 +208,6 @@ class MediaSocket:
             self.on_rtp(data, time.monotonic())
 
 
-class RtpStream:
-    """One outgoing RTP stream written below aiortc's RTCRtpSender.
-
-    aiortc's sender costs ~0.3 ms of Python a packet (an RtpPacket object, its
-    header extensions through `datetime`, a task hop per frame, four layers of
-    coroutines down to the socket); here a header is one `struct.pack`, the
-    DTLS transport's SRTP session protects it and it goes to the MediaSocket.
-    It carries what a browser's does: the negotiated payload type and SSRC,
-    the MID and abs-send-time extensions (the server's bandwidth estimator
-    reads the latter), the marker on a frame's last packet.
-    """
-
-    def __init__(self, transceiver: RTCRtpTransceiver) -> None:
-        sender = transceiver.sender
-        self.dtls = sender.transport
-        self.ssrc: int = sender._ssrc  # type: ignore[attr-defined]
-        self.payload_type = transceiver._codecs[0].payloadType
-        ids = {e.uri: e.id for e in transceiver._headerExtensions}
-        mid = (transceiver.mid or "").encode()
-        self._fixed = bytes([(ids[MID] << 4) | (len(mid) - 1)]) + mid if MID in ids and mid else b""
-        self._abs_id = ids.get(ABS_SEND_TIME)
-        self._constant: bytes | None = None
-        self._protect: Callable[[bytes], bytes] | None = None
-        self.sequence = random.randrange(1 << 16)
-        self._timestamp_origin = random.randrange(1 << 32)
-        self.packets = 0
-
-    def _extensions(self) -> bytes:
-        body = self._fixed
-        if self._abs_id is not None:  # 6.18 fixed-point seconds, 24 bits
-            when = int((time.time() + NTP_UNIX_OFFSET) * (1 << 18)) & 0xFFFFFF
-            body += bytes([(self._abs_id << 4) | 2]) + when.to_bytes(3, "big")
-        elif self._constant is not None:
-            return self._constant
-        if body:
-            body += bytes(-len(body) % 4)
-            body = struct.pack("!HH", 0xBEDE, len(body) // 4) + body  # RFC 8285, one-byte form
-        if self._abs_id is None:
-            self._constant = body  # the same for every packet
-        return body
-
-    def packet(self, payload: bytes, marker: bool, timestamp: int) -> bytes:
-        """The next RTP packet, stamped (abs-send-time) now; `timestamp` in the codec's clock from the
-        stream's start."""
-        extensions = self._extensions()
-        first = 0x90 if extensions else 0x80  # version 2, extension bit
-        stamp = (self._timestamp_origin + timestamp) & 0xFFFFFFFF
-        header = pack_header(first, (0x80 if marker else 0) | self.payload_type, self.sequence, stamp, self.ssrc)
-        self.sequence = (self.sequence + 1) & 0xFFFF
-        return header + extensions + payload
-
-    def send(self, sock: MediaSocket, payload: bytes, marker: bool, timestamp: int) -> None:
-        """One packet, protected as it leaves. ConnectionError once the peer has closed."""
-        if self._protect is None:  # the DTLS transport's session, there once it is connected
-            self._protect = self.dtls._tx_srtp.protect
-        sock.send(self._protect(self.packet(payload, marker, timestamp)))
-        self.packets += 1
-
-
 class VideoPacing:
     """A video frame's packets leave spread out, as a browser's pacer sends them, not all at once.
 
@@ -302,7 +238,7 @@ class VideoPacing:
         self._last = now
         while self.queue and self._budget > 0:
             payload, marker, timestamp = self.queue.popleft()
-            self.stream.send(sock, payload, marker, timestamp)
+            sock.send(self.stream.protected(payload, marker, timestamp))
             self._budget -= len(payload)
 
 
@@ -382,23 +318,7 @@ class LeanAudioIn:
         self.sink(pcm, at)
 
 
-class _Placeholder(MediaStreamTrack):
-    """A track that gives aiortc's sender nothing (its media leaves through RtpStream) until it stops."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._stopped = asyncio.Event()
-
-    def stop(self) -> None:
-        super().stop()
-        self._stopped.set()
-
-    async def recv(self) -> av.Packet:
-        await self._stopped.wait()
-        raise MediaStreamError
-
-
-class ReplayCamera(_Placeholder):
+class ReplayCamera(PlaceholderTrack):
     """A pre-encoded VP8 loop, packetized once as aiortc does (picture ids follow the loop), sent round and
     round at `fps` by the ReplayMicrophone of the same peer.
 
@@ -426,7 +346,7 @@ class ReplayCamera(_Placeholder):
         return self.payloads[n % self.length], int(n * 90_000 / self.fps)
 
 
-class ReplayMicrophone(_Placeholder):
+class ReplayMicrophone(PlaceholderTrack):
     """Queued pre-encoded clips as 20 ms Opus packets, a silence packet between them, paced like a
     microphone; `play(packets)` and `sent_at` work as `client.MicrophoneTrack`'s. `run(pc, on_audio)` (the
     client starts it once connected) sends them, and a ReplayCamera's frames on the same peer, through one
@@ -495,7 +415,9 @@ class ReplayLink:
         self.mic = mic
         self.socket = sock
         self.video = (camera, VideoPacing(mic.streams[1])) if camera is not None else None
-        self.start = time.monotonic()
+        # a browser's capture clock has its own phase, nothing to do with when the transport connected (the
+        # server starts sending then): clients that started in step with the server were echoed in step with it
+        self.start = time.monotonic() + random.uniform(0, FRAME / RATE)
         self.frames = 0  # audio frames sent
         self.due = self.start  # when it next has something to send
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -506,7 +428,7 @@ class ReplayLink:
             raise ConnectionError("the peer has closed")
         audio_due = self.start + self.frames * FRAME / RATE
         while audio_due <= now:
-            self.mic.streams[0].send(self.socket, self.mic._next_packet(), True, self.frames * FRAME)
+            self.socket.send(self.mic.streams[0].protected(self.mic._next_packet(), True, self.frames * FRAME))
             if self.video is not None:
                 camera, pacing = self.video
                 while camera.sent <= self.frames * FRAME / RATE * camera.fps:

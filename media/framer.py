@@ -1,7 +1,7 @@
 """OutputFramer: 80 ms speech frames in, 20 ms packets out, on a steady pts.
 
-Sans-I/O; the outbound track's pacer pulls one 20 ms frame per 20 ms. aiortc
-gives every Opus packet made from one frame the same RTP timestamp, so 80 ms
+Sans-I/O; the speech sender's pacer pulls one 20 ms frame per 20 ms. Each Opus
+packet carries 20 ms (WebRTC's usual packet, and the least delay), so 80 ms
 frames must be cut into 20 ms ones. The pts is a running sample count that
 never jumps: when there is nothing to say the framer returns silence. The
 backlog is capped (the oldest samples go, counted) so late frames after an

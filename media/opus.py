@@ -1,11 +1,12 @@
-"""Opus encoding for the outbound speech track, on the event loop.
+"""Opus encoding for the outbound speech, on the event loop.
 
 aiortc's path for an `av.AudioFrame` cost ~0.45 ms of CPU per 20 ms frame
 (EPYC): it resamples our 24 kHz mono to 48 kHz stereo, encodes 96 kbit/s
 stereo in a thread-pool executor (a thread hand-off each way) and measures the
 audio level in pure Python. Opus codes 24 kHz mono directly (a receiver
 decodes a mono packet at whatever layout it negotiated), at a rate made for
-speech; a track that returns `av.Packet`s is packetized as is. ~0.1 ms.
+speech; its packets leave as RTP below aiortc's sender (media/speech_out.py).
+~0.1 ms.
 """
 
 from __future__ import annotations
@@ -33,10 +34,10 @@ def opus_encoder(
 
 
 class SpeechEncoder:
-    """One 20 ms int16 mono frame in, its Opus packet out (libopus gives exactly one a frame).
+    """One 20 ms int16 mono frame in, its Opus packet's bytes out (libopus gives exactly one a frame).
 
-    The packet keeps the frame's pts, so the RTP timestamp follows the framer's
-    steady clock, not the encoder's look-ahead. An agent is silent most of the
+    The sender stamps the packet with the frame's pts, so the RTP timestamp
+    follows the framer's steady clock, not the encoder's look-ahead. An agent is silent most of the
     time (it listens): once digital silence has been encoded `SETTLE` frames in
     a row (the encoder's look-ahead has flushed the speech before it), that
     packet is sent again without encoding (66 us saved a frame) until speech
@@ -53,7 +54,6 @@ class SpeechEncoder:
 
     def __init__(self, rate: int) -> None:
         self.rate = rate
-        self._time_base = Fraction(1, rate)
         self._codec = opus_encoder(rate)
         self._silent_run = 0
         self._silence: bytes | None = None
@@ -62,19 +62,17 @@ class SpeechEncoder:
     def close(self) -> None:
         self._codec = None  # type: ignore[assignment]
 
-    def encode(self, samples: np.ndarray, pts: int) -> av.Packet:
+    def encode(self, samples: np.ndarray, pts: int) -> bytes:
         silent = not samples.any()
         self._silent_run = self._silent_run + 1 if silent else 0
         if silent and self._silence is not None and self._silent_run > self.SETTLE:
-            packet = av.Packet(self._silence)
-        else:
-            frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
-            frame.sample_rate = self.rate
-            frame.pts = pts
-            (packet,) = self._codec.encode(frame)
-            self.encoded += 1
-            if self._silent_run == self.SETTLE:
-                self._silence = bytes(packet)
-        packet.pts = pts
-        packet.time_base = self._time_base
-        return packet
+            return self._silence
+        frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
+        frame.sample_rate = self.rate
+        frame.pts = pts
+        (packet,) = self._codec.encode(frame)
+        self.encoded += 1
+        payload = bytes(packet)
+        if self._silent_run == self.SETTLE:
+            self._silence = payload
+        return payload

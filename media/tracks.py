@@ -1,18 +1,17 @@
-"""aiortc track adapters: the outbound speech track and the inbound drains.
+"""aiortc adapters on the receiving side: the inbound drains, the audio decoded on the loop, video decoding and
+bandwidth estimates tuned.
 
 Thin asyncio edges around the sans-I/O framer and aligner.
 """
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import contextlib
 import logging
 import os
 import queue
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -26,55 +25,7 @@ from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 from aiortc.rtp import RtpPacket
 from aiortc.utils import uint16_gt
 
-from media.framer import OutputFramer
-from media.opus import SpeechEncoder
-
 log = logging.getLogger(__name__)
-
-
-class OutboundAudioTrack(MediaStreamTrack):
-    """Speech to the peer, one 20 ms Opus packet per 20 ms, paced by the clock.
-
-    aiortc's sender calls `recv()` back to back, so the track sleeps until
-    each frame is due. The frame is taken from the framer only after the
-    sleep, so speech that arrived meanwhile makes this very packet. If the
-    loop stalled for longer than `max_lag` the schedule is moved rather than
-    bursting out the backlog (the pts still runs on without a jump). The
-    frame is Opus-encoded here (media/opus.py says why), so aiortc only
-    packetizes it.
-    """
-
-    kind = "audio"
-
-    def __init__(self, framer: OutputFramer, clock: Callable[[], float] = time.monotonic, max_lag: float = 0.1):
-        super().__init__()
-        self.framer = framer
-        self._clock = clock
-        self._start: float | None = None
-        self._max_lag = max_lag
-        self._encoder = SpeechEncoder(framer.rate)
-        self.late_resets = 0
-
-    def stop(self) -> None:
-        super().stop()
-        self._encoder.close()
-
-    async def recv(self) -> av.Packet:
-        if self.readyState != "live":
-            raise MediaStreamError
-        now = self._clock()
-        if self._start is None:
-            self._start = now
-        due = self._start + self.framer.pts / self.framer.rate
-        if due > now:
-            await asyncio.sleep(due - now)
-            if self.readyState != "live":  # stopped while asleep: the encoder is gone
-                raise MediaStreamError
-        elif now - due > self._max_lag:
-            self._start = now - self.framer.pts / self.framer.rate
-            self.late_resets += 1
-        out = self.framer.pull()
-        return self._encoder.encode(out.samples, out.pts)
 
 
 async def drain(track: MediaStreamTrack, on_frame: Callable[[av.frame.Frame], None]) -> None:

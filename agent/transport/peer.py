@@ -1,8 +1,8 @@
 """One aiortc peer per `/ws` session, wired as in docs/architecture.md.
 
 Inbound audio and video are drained into the session pump (whose aligner
-puts them on the 80 ms clock); speech leaves through the
-OutboundAudioTrack, paced from the pump's framer. An ICE failure, a dead
+puts them on the 80 ms clock); speech leaves through OutboundSpeech, paced
+from the pump's framer on the loop's 20 ms SpeechTicker. An ICE failure, a dead
 audio track or audio that stops for `audio_timeout_s` ends the session.
 """
 
@@ -22,7 +22,8 @@ from agent.transport.ice import rtc_configuration
 from agent.wire.signalling import ProtocolError
 from media.aligner import MediaError
 from media.av_convert import audio_input, video_input
-from media.tracks import OutboundAudioTrack, audio_decoder, drain, inbound_audio_counters, tune_receivers
+from media.speech_out import OutboundSpeech
+from media.tracks import audio_decoder, drain, inbound_audio_counters, tune_receivers
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ class Peer:
         self.conn = conn
         self.config = config
         self.pc: RTCPeerConnection | None = None
-        self.outbound: OutboundAudioTrack | None = None
+        self.outbound: OutboundSpeech | None = None
         self.has_video = False
         self.last_audio = time.monotonic()
 
@@ -54,9 +55,11 @@ class Peer:
             raise ProtocolError("engine", str(exc), True) from None
         if text_only:
             pump.ask_text_only()
-        self.outbound = OutboundAudioTrack(pump.framer)
+        self.outbound = OutboundSpeech(pump.framer)
         pump.transport_counters = self.counters
-        pc.addTrack(self.outbound)  # joins the offered audio transceiver: sendrecv
+        sender = pc.addTrack(self.outbound.track)  # joins the offered audio transceiver: sendrecv
+        (transceiver,) = [t for t in pc.getTransceivers() if t.sender is sender]
+        self.outbound.attach(transceiver, lambda exc: self.conn.fail("engine", f"speech output stopped: {exc}"))
         self.last_audio = time.monotonic()
         self.conn.spawn(self._watchdog(), "watchdog")
         answer = await pc.createAnswer()
@@ -129,7 +132,7 @@ class Peer:
 
     async def close(self) -> None:
         if self.outbound is not None:
-            self.outbound.stop()
+            self.outbound.close()
         if self.pc is not None:
             with contextlib.suppress(Exception):
                 await self.pc.close()

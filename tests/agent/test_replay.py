@@ -16,7 +16,6 @@ from aiortc.rtp import HeaderExtensionsMap, RtpPacket
 from agent.client import RATE, AgentClient
 from agent.replay import (
     FRAME,
-    NTP_UNIX_OFFSET,
     LeanAudioIn,
     ReplayCamera,
     ReplayMicrophone,
@@ -27,6 +26,7 @@ from agent.replay import (
     silence_packet,
 )
 from media.opus import SpeechEncoder
+from media.rtp import NTP_UNIX_OFFSET
 from tests.support import make_config, running, wait_until, ws_url
 
 
@@ -260,13 +260,16 @@ def test_video_pacing_spreads_a_frame_as_a_browser_pacer_does():
     now = 0.0
 
     class Stream:
-        def send(self, sock: object, payload: bytes, marker: bool, timestamp: int) -> None:
-            sent.append((now, len(payload), marker))
+        def protected(self, payload: bytes, marker: bool, timestamp: int) -> tuple[float, int, bool]:
+            return (now, len(payload), marker)
+
+    class Socket:
+        send = sent.append
 
     pacing = VideoPacing(Stream())  # type: ignore[arg-type]
     pacing.add([bytes(1200)] * 30, 0)
     while pacing.queue and now < 1:
-        pacing.send(None, now)  # type: ignore[arg-type]
+        pacing.send(Socket(), now)  # type: ignore[arg-type]
         now += 0.005
     assert len(sent) == 30 and [m for _, _, m in sent].count(True) == 1 and sent[-1][2]
     assert sum(1 for t, _, _ in sent if t == 0) == 1  # one packet in the first step
@@ -275,5 +278,5 @@ def test_video_pacing_spreads_a_frame_as_a_browser_pacer_does():
     assert 0.2 < span < 0.26  # 36 KB at 156 KB/s
     now += 0.5
     pacing.add([bytes(600)], 9000)
-    pacing.send(None, now)  # type: ignore[arg-type]
+    pacing.send(Socket(), now)  # type: ignore[arg-type]
     assert sent[-1][0] == now  # the budget was there

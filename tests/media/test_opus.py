@@ -1,7 +1,5 @@
 """The outbound speech encoder: one Opus packet a 20 ms frame, on the framer's pts, that any peer decodes."""
 
-from fractions import Fraction
-
 import numpy as np
 from aiortc.codecs import get_decoder
 from aiortc.jitterbuffer import JitterFrame
@@ -26,13 +24,11 @@ def test_speech_comes_out_one_packet_a_frame_and_decodes_as_a_browser_decodes_it
             framer.push(voice[i * 480 : i * 480 + 1920])  # 80 ms at a time, as an engine feeds it
         frame = framer.pull()
         packet = encoder.encode(frame.samples, frame.pts)
-        assert packet.pts == frame.pts and packet.time_base == Fraction(1, framer.rate)
         packets.append(packet)
         (out,) = decoder.decode(JitterFrame(bytes(packet), 0))
         assert out.sample_rate == 48_000 and out.samples == 960
         decoded.append(out.to_ndarray().reshape(-1, 2)[:, 0])
-    assert [p.pts for p in packets] == [480 * i for i in range(50)]
-    bits = 8 * sum(p.size for p in packets)
+    bits = 8 * sum(len(p) for p in packets)
     assert 30_000 < bits < 70_000  # ~48 kbit/s, not aiortc's 96 kbit/s stereo
     got = np.concatenate(decoded).astype(np.float32) / 32768
     rs = StreamResampler(24_000, 48_000)
@@ -56,10 +52,9 @@ def test_digital_silence_is_encoded_until_settled_then_resent_and_speech_after_i
     packets = [encoder.encode(f, 480 * i) for i, f in enumerate(stream)]
     # speech twice, and silence only until the encoder's look-ahead has flushed the speech before it
     assert encoder.encoded == 2 * len(frames) + SpeechEncoder.SETTLE
-    resent = {bytes(p) for p in packets[len(frames) + SpeechEncoder.SETTLE : len(frames) + len(silence)]}
+    resent = set(packets[len(frames) + SpeechEncoder.SETTLE : len(frames) + len(silence)])
     assert len(resent) == 1 and len(next(iter(resent))) <= 4
-    assert [p.pts for p in packets] == [480 * i for i in range(len(stream))]
-    out = [decoder.decode(JitterFrame(bytes(p), 0))[0].to_ndarray().reshape(-1, 2)[:, 0] for p in packets]
+    out = [decoder.decode(JitterFrame(p, 0))[0].to_ndarray().reshape(-1, 2)[:, 0] for p in packets]
     got = np.concatenate(out).astype(np.float32)
     silent_part = got[2 * 480 * (len(frames) + SpeechEncoder.SETTLE) : 2 * 480 * (len(frames) + len(silence))]
     assert np.abs(silent_part).max() == 0

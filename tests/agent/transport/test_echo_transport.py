@@ -38,11 +38,20 @@ async def test_echo_stream_click_round_trip_and_continuity():
         (video,) = [t.receiver for t in conn.peer.pc.getTransceivers() if t.kind == "video"]
         assert isinstance(video._RTCRtpReceiver__decoder_queue, BackgroundDecoding)
         assert video._RTCRtpReceiver__decoder_queue._lowered  # its thread read from it
-        # the outbound track encodes its own Opus, and none of it while it only sends silence
-        encoder = conn.peer.outbound._encoder
+        # the speech leaves below aiortc's sender: its own Opus, none of it encoded while it only sends
+        # silence; every frame the framer gave out was sent, and the sender reports (RTCP SR) carry those counts
+        outbound = conn.peer.outbound
+        encoder, stream = outbound._encoder, outbound.stream
         sent = conn.pump.framer.stats.frames
         print("encoded", encoder.encoded, "of", sent)
-        assert 0 < encoder.encoded < sent
+        assert 0 < encoder.encoded < sent and stream.packets == sent
+        (sender,) = [x for x in conn.peer.pc.getSenders() if x.track is outbound.track]
+        (server_out,) = [s for s in (await sender.getStats()).values() if s.type == "outbound-rtp"]
+        assert server_out.packetsSent == stream.packets and server_out.bytesSent == stream.octets
+        (audio_in,) = [t.receiver for t in client.pc.getTransceivers() if t.kind == "audio"]
+        assert await wait_until(lambda: audio_in._RTCRtpReceiver__lsr, 5)  # a sender report arrived
+        reported = [s for s in (await audio_in.getStats()).values() if s.type == "remote-outbound-rtp"]
+        assert reported and 0 < reported[0].packetsSent <= stream.packets and reported[0].ssrc == stream.ssrc
         await client.close()
         await wait_until(lambda: not server.sessions, 10)
     median = float(np.median(rtts))

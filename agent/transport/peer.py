@@ -1,7 +1,7 @@
 """One aiortc peer per `/ws` session, wired as in docs/architecture.md.
 
-Inbound audio and video are drained into the session pump (whose aligner
-puts them on the 80 ms clock); speech leaves through OutboundSpeech, paced
+Inbound RTP is handled as it arrives (DirectReceive), its audio and video
+drained into the session pump (whose aligner puts them on the 80 ms clock); speech leaves through OutboundSpeech, paced
 from the pump's framer on the loop's 20 ms SpeechTicker. An ICE failure, a dead
 audio track or audio that stops for `audio_timeout_s` ends the session.
 """
@@ -22,6 +22,7 @@ from agent.transport.ice import rtc_configuration
 from agent.wire.signalling import ProtocolError
 from media.aligner import MediaError
 from media.av_convert import audio_input, video_input
+from media.rtp_receive import DirectReceive
 from media.speech_out import OutboundSpeech
 from media.tracks import audio_decoder, drain, inbound_audio_counters, tune_receivers
 
@@ -34,6 +35,7 @@ class Peer:
         self.config = config
         self.pc: RTCPeerConnection | None = None
         self.outbound: OutboundSpeech | None = None
+        self.direct: list[DirectReceive] = []  # one per DTLS transport (one when bundled, as browsers do)
         self.has_video = False
         self.last_audio = time.monotonic()
 
@@ -69,6 +71,7 @@ class Peer:
     def counters(self) -> dict[str, float]:
         """What the media transport dropped or skipped, for the session's metrics."""
         out: dict[str, float] = dict(inbound_audio_counters(self.pc)) if self.pc is not None else {}
+        out["srtp_undecryptable_packets"] = sum(d.undecryptable for d in self.direct)
         if self.outbound is not None:
             out["output_late_resets"] = self.outbound.late_resets
         return out
@@ -127,10 +130,17 @@ class Peer:
         assert self.pc is not None
         state = self.pc.connectionState
         log.debug("session %s: connection %s", self.conn.id, state)
+        if state == "connected" and not self.direct:
+            for dtls in {t.receiver.transport for t in self.pc.getTransceivers()}:
+                self.direct.append(
+                    DirectReceive(dtls, lambda exc: self.conn.fail("engine", f"media input stopped: {exc}"))
+                )
         if state in ("failed", "closed"):
             self.conn.end(f"the connection {state}")
 
     async def close(self) -> None:
+        for direct in self.direct:
+            direct.close()
         if self.outbound is not None:
             self.outbound.close()
         if self.pc is not None:

@@ -35,8 +35,14 @@ async def test_metrics_move_with_a_real_session():
     assert during[("omni_event_loop_lag_seconds_count", ())] > 0
     # what the media transport drops is counted too (no packet comes late or garbled on loopback)
     transport = {k[1][0][1]: v for k, v in during.items() if k[0] == "omni_transport_events_total"}
-    assert transport.keys() == {"audio_late_packets", "audio_undecodable_packets", "output_late_resets"}
+    assert transport.keys() == {
+        "audio_late_packets",
+        "audio_undecodable_packets",
+        "srtp_undecryptable_packets",
+        "output_late_resets",
+    }
     assert transport["audio_late_packets"] == transport["audio_undecodable_packets"] == 0
+    assert transport["srtp_undecryptable_packets"] == 0
     assert during[("omni_output_samples_dropped_total", (("why", "silence_trimmed"),))] == 0  # turn mode: not live
     for stage in ("endpoint", "first_audio", "voice_to_voice"):
         assert during[("omni_turn_latency_seconds_count", (("stage", stage),))] == 1, stage

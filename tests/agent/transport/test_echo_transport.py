@@ -52,8 +52,22 @@ async def test_echo_stream_click_round_trip_and_continuity():
         assert await wait_until(lambda: audio_in._RTCRtpReceiver__lsr, 5)  # a sender report arrived
         reported = [s for s in (await audio_in.getStats()).values() if s.type == "remote-outbound-rtp"]
         assert reported and 0 < reported[0].packetsSent <= stream.packets and reported[0].ssrc == stream.ssrc
+        # inbound RTP is handled in the socket's callback, not through aioice's queue and aiortc's task;
+        # aiortc's transport statistics still count it
+        (direct,) = conn.peer.direct
+        (dtls_stats,) = [s for s in (await conn.peer.pc.getStats()).values() if s.type == "transport"]
+        print("received", dtls_stats.packetsReceived, "of which directly", direct.packets)
+        assert direct.packets > 100 and not direct.failed
+        assert 0 <= dtls_stats.packetsReceived - direct.packets < 30  # the DTLS handshake, RTP before the switch
+        # a forged SRTP packet is dropped and counted; the session goes on
+        pair = client.pc.getTransceivers()[0].sender.transport.transport._connection._nominated[1]
+        pair.protocol.transport.sendto(b"\x80\x6f" + bytes(40), pair.remote_addr)
+        assert await wait_until(lambda: direct.undecryptable == 1, 5)
+        assert conn.peer.counters()["srtp_undecryptable_packets"] == 1
+        assert await round_trip(client, click()) is not None
         await client.close()
         await wait_until(lambda: not server.sessions, 10)
+        assert direct.protocol.datagram_received != direct._received  # aioice has its callback back
     median = float(np.median(rtts))
     print(f"echo click round trip: median {median * 1000:.0f} ms, all {[round(r * 1000) for r in rtts]}")
     # typically ~0.1 s; 5x that as the bound: 2 shared cores, client and server in one process

@@ -2,12 +2,13 @@
 
 import threading
 
+import numpy as np
 import pytest
 
-from agent.client import AgentClient, CameraTrack
+from agent.client import RATE, AgentClient, CameraTrack
 from agent.engines.echo import EchoEngine
 from agent.server import AgentServer
-from tests.support import make_config, media_flowing, session_tasks, wait_until, ws_url
+from tests.support import make_config, media_flowing, round_trip, running, session_tasks, wait_until, ws_url
 
 
 class ExplodingEngine(EchoEngine):
@@ -27,6 +28,11 @@ class ExplodingEngine(EchoEngine):
 
         session.feed = exploding_feed
         return session
+
+
+def click(ms=10, amp=0.8):
+    t = np.arange(RATE * ms // 1000) / RATE
+    return (amp * np.sin(2 * np.pi * 1000 * t)).astype(np.float32)
 
 
 def own_threads():
@@ -92,3 +98,26 @@ async def test_engine_failure_is_reported_and_ends_only_that_session():
         await client.close(bye=False)
     finally:
         await server.close()
+
+
+async def test_a_failing_inbound_packet_handler_ends_only_that_session():
+    """A bug below the socket callback (media/rtp_receive.py) ends its session, not the loop's other ones."""
+    async with running(make_config("echo", "stream")) as server:
+        broken, healthy = AgentClient(ws_url(server)), AgentClient(ws_url(server))
+        broken_id = (await broken.connect())["session"]
+        await healthy.connect()
+        await media_flowing(broken)
+        await media_flowing(healthy)
+
+        async def raising(data, arrival_time_ms):
+            raise RuntimeError("bad packet handler")
+
+        (direct,) = server.sessions[broken_id].peer.direct
+        direct.dtls._handle_rtp_data = raising
+        err = await broken.wait_for(lambda m: m["type"] == "error", timeout=5)
+        assert err["code"] == "engine" and "bad packet handler" in err["message"]
+        assert await wait_until(lambda: broken_id not in server.sessions, 5)
+        assert direct.failed
+        assert await round_trip(healthy, click()) is not None
+        await broken.close(bye=False)
+        await healthy.close()

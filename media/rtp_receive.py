@@ -1,0 +1,101 @@
+"""SRTP from the peer handled as each datagram arrives, below aiortc's DTLS transport's receive task.
+
+aiortc passes every datagram through aioice's queue to a task of the DTLS
+transport that awaits it, one task step (a future, a wake-up and four
+coroutine frames) a packet: ~75 packets a second per audio+video session.
+Once DTLS is connected, `DirectReceive` takes RTP and RTCP off the nominated
+pair's socket callback and gives them, unprotected, to the same handlers
+aiortc's task would call (receiver statistics, jitter buffer, bandwidth
+estimate, RTCP routing). STUN (consent) and DTLS (alerts, close) still go the
+queued way, so aiortc still sees its transport close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import pylibsrtp
+from aiortc.rtp import is_rtcp
+
+from media.rtp import NTP_UNIX_OFFSET, connected
+
+log = logging.getLogger(__name__)
+
+
+def run_now(coro: Coroutine[Any, Any, None]) -> None:
+    """Run a coroutine to its end now; if it waits on something, a task finishes it.
+
+    aiortc's receive handlers are coroutines that in practice never wait (their
+    sends are synchronous underneath); a task per packet would cost what this
+    module saves.
+    """
+    try:
+        waiting = coro.send(None)
+    except StopIteration:
+        return
+    asyncio.ensure_future(_finish(coro, waiting))
+
+
+async def _finish(coro: Coroutine[Any, Any, None], waiting: Any) -> None:
+    try:
+        while True:
+            if waiting is None:  # a bare yield (asyncio.sleep(0))
+                await asyncio.sleep(0)
+            else:
+                await asyncio.wait({waiting})
+            waiting = coro.send(None)
+    except StopIteration:
+        pass
+    except Exception as exc:
+        log.warning("SRTP handling failed after a wait: %r", exc, exc_info=exc)
+
+
+class DirectReceive:
+    """The nominated pair's RTP and RTCP, unprotected and handled in its socket callback."""
+
+    def __init__(self, dtls: Any, on_fault: Callable[[Exception], None]) -> None:
+        pair = dtls.transport._connection._nominated.get(1)
+        if pair is None or not connected(dtls):
+            raise ConnectionError("the peer is not connected")
+        self.dtls = dtls
+        self.on_fault = on_fault
+        self.protocol = pair.protocol
+        self._queued = self.protocol.datagram_received  # aioice's: STUN, then its queue
+        self._srtp = dtls._rx_srtp
+        self.packets = 0  # RTP and RTCP handled here
+        self.undecryptable = 0  # failed SRTP authentication or replay checks: dropped, as aiortc does
+        self.failed = False
+        self.protocol.datagram_received = self._received
+
+    def _received(self, data: bytes, addr: tuple[Any, ...]) -> None:
+        if self.failed or not data or not 127 < data[0] < 192 or not connected(self.dtls):
+            self._queued(data, addr)
+            return
+        dtls = self.dtls
+        dtls._RTCDtlsTransport__rx_bytes += len(data)
+        dtls._RTCDtlsTransport__rx_packets += 1
+        self.packets += 1
+        try:
+            if is_rtcp(data):
+                coro = dtls._handle_rtcp_data(self._srtp.unprotect_rtcp(data))
+            else:
+                arrival_ms = int((time.time() + NTP_UNIX_OFFSET) * 1000)
+                coro = dtls._handle_rtp_data(self._srtp.unprotect(data), arrival_time_ms=arrival_ms)
+        except pylibsrtp.Error:
+            self.undecryptable += 1
+            return
+        try:
+            run_now(coro)
+        except Exception as exc:  # a bug below ends this session; the loop's other sessions go on
+            self.failed = True
+            log.error("SRTP handling failed: %r", exc, exc_info=exc)
+            self.on_fault(exc)
+
+    def close(self) -> None:
+        """Give the socket callback back to aioice."""
+        if self.protocol.datagram_received == self._received:
+            del self.protocol.datagram_received

@@ -112,6 +112,7 @@ class ClientResult:
     underruns: int = 0  # gaps of more than 60 ms between received 20 ms frames
     stalled_gaps: int = 0  # ... that a stall of the clients' own loop covers: not counted as underruns
     continuity: float = 0.0  # audio received / wall time it spanned
+    gaps: list[tuple[float, float]] = field(default_factory=list)  # each underrun: (when it began, seconds)
 
 
 def make_client(url: str, video: bool, replay: Replay | None, text_only: bool = False) -> AgentClient:
@@ -142,11 +143,11 @@ async def connect_client(url: str, video: bool, replay: Replay | None, text_only
 async def run_turns(
     client: AgentClient, clips: list[Clip], turns: int, offset: float, click: bool, stalls: LoopStalls
 ) -> ClientResult:
-    """`turns` clips or questions, one after another; underruns count from here, not from connecting. A
+    """`turns` clips or questions, one after another; underruns count from the first, not from connecting. A
     text-only client times the first assistant transcript instead of the first audible reply."""
     result = ClientResult()
+    await asyncio.sleep(0.5 + offset)  # the last sessions' set-up (handshakes, first key frames) settles
     first_frame = len(client.received.times)
-    await asyncio.sleep(0.5 + offset)
     for i in range(turns):
         clip = clips[i % len(clips)]
         start = len(client.messages)
@@ -186,6 +187,7 @@ async def run_turns(
                 result.stalled_gaps += 1
             else:
                 result.underruns += 1
+                result.gaps.append((float(times[i]), float(times[i + 1] - times[i])))
         result.continuity = float(times.size * 0.02 / (times[-1] - times[0] + 0.02))
     return result
 
@@ -300,6 +302,11 @@ async def run_level(
         "gaps_while_clients_stalled": sum(r.stalled_gaps for r in ok),
         "clients_loop_stalls": len(stalls.spans) if watcher is not None else None,
         "continuity_min": min((r.continuity for r in ok), default=0.0),
+        # (s into the level, gap ms, session): many sessions at one instant is the server stalling, one
+        # session alone is its own stream
+        "underrun_gaps": sorted(
+            (round(at - t0, 3), round(1000 * gap), i) for i, r in enumerate(ok) for at, gap in r.gaps
+        ),
         **{f"{k}_ms": v for k, v in percentiles(samples).items()},
         "server_cpu_pct": 100 * cpu,
         "set_up_s": set_up_s,

@@ -30,12 +30,13 @@ class SpeechPacer:
     """When frames are due, from the clock (sans-I/O).
 
     The schedule starts at the first `due` call. A frame goes on the call
-    nearest its due time (up to half a frame early): a caller on a 20 ms tick
-    whose first call was a little late must not skip a frame when the next
-    ones are on time (a skipped frame stays in the framer's backlog: 20 ms
-    more delay for the rest of the session). If the caller was late by more
-    than `max_lag` (a stalled loop), the schedule moves rather than bursting
-    out the backlog (the pts still runs on without a jump).
+    nearest its due time (up to half a frame early): a caller whose first call
+    was a little late must not skip a frame when the next ones are on time (a
+    skipped frame stays in the framer's backlog: 20 ms more delay for the rest
+    of the session). If the caller was late by more than `max_lag` (a stalled
+    loop), one frame goes rather than a burst of the backlog, and the schedule
+    moves on by whole frames: it keeps its phase to the caller's ticks (the pts
+    still runs on without a jump).
     """
 
     def __init__(self, frame_s: float, max_lag: float = 0.1) -> None:
@@ -52,12 +53,11 @@ class SpeechPacer:
         late = now - self._next
         if late < -self.early:
             return 0
-        if late > self.max_lag:
-            self.late_resets += 1
-            self._next = now + self.frame_s
-            return 1
         n = int((late + self.early) / self.frame_s) + 1
         self._next += n * self.frame_s
+        if late > self.max_lag:
+            self.late_resets += 1
+            return 1
         return n
 
 
@@ -101,7 +101,7 @@ class OutboundSpeech:
         self._encoder.close()
 
     def send_due(self, now: float) -> None:
-        """The frames due by `now`; ConnectionError once the peer's transport has closed."""
+        """The frames due by the tick at `now`; ConnectionError once the peer's transport has closed."""
         assert self.stream is not None and self._transceiver is not None
         n = self.pacer.due(now)
         if not n:
@@ -121,7 +121,13 @@ class SpeechTicker:
     The 20 ms period is cut into `SLOTS` ticks, and a session joins the least
     busy one: its packets leave on a phase of that slot, not all sessions' in
     one burst (the loop would do nothing else for that burst, and every
-    session's next packet would wait for one shared moment). A session whose
+    session's next packet would wait for one shared moment). Sessions are
+    paced on the ticks' nominal times, a fixed grid that a late or stalled
+    loop does not move: a session's schedule, set by its first tick, stays
+    centred on its slot's ticks (were the grid to drift to half a frame off it,
+    a tick's jitter would decide between 0 and 2 frames, and a late tick
+    between 1 and 3: gaps of 40-60 ms). After a stall the missed ticks of the
+    last period run at once and whole periods before it are skipped. A session whose
     sending raises ends alone (its `on_fault`); one whose peer has closed is
     dropped quietly (the session ends by its own path). The timer stops with
     the last session.
@@ -164,12 +170,12 @@ class SpeechTicker:
             self._handle = None
 
     def _tick(self) -> None:
-        now = self.clock()
+        now, nominal = self.clock(), self._next
         slot = self.slots[self._slot]
         self._slot = (self._slot + 1) % self.SLOTS
         for outbound in list(slot):
             try:
-                outbound.send_due(now)
+                outbound.send_due(nominal)
             except ConnectionError:
                 del slot[outbound]
             except Exception as exc:  # a bug or a broken stream ends that session, not every session's speech
@@ -179,7 +185,10 @@ class SpeechTicker:
         if not len(self):
             self._handle = None
             return
-        self._next = max(self._next + self.PERIOD / self.SLOTS, now)  # after a stall: on, not a burst of ticks
+        self._next += self.PERIOD / self.SLOTS
+        behind = now - self._next
+        if behind > self.PERIOD:  # whole periods: each slot keeps its phase
+            self._next += (behind // self.PERIOD) * self.PERIOD
         self._handle = self.loop.call_later(self._next - now, self._tick)
 
     @property

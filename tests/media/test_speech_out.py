@@ -23,9 +23,10 @@ def test_the_pacer_gives_a_frame_a_period_catches_up_a_short_delay_and_moves_aft
     assert pacer.due(0.125) == 3  # 45 ms late: the frames due at 80, 100 and 120 ms, no more
     assert pacer.due(0.128) == 0
     assert pacer.late_resets == 0
-    assert pacer.due(0.5) == 1  # the loop stalled 360 ms: one frame, and the schedule starts again from here
+    assert pacer.due(0.505) == 1  # the loop stalled 365 ms: one frame, not the backlog
     assert pacer.late_resets == 1
-    assert [pacer.due(0.5 + t / 1000) for t in (9, 20, 40)] == [0, 1, 1]
+    # the schedule moved on by whole frames: still on 20 ms steps from 0, not from the late call
+    assert [pacer.due(t / 1000) for t in (510, 520, 529, 540)] == [0, 1, 0, 1]
 
 
 def test_a_late_first_tick_does_not_cost_a_frame_when_the_next_are_on_time():
@@ -38,11 +39,12 @@ class Session:
     def __init__(self, fails: type[Exception] | None = None) -> None:
         self.pacer = SpeechPacer(0.02)
         self.calls: list[float] = []
+        self.sent = 0
         self.fails = fails
         self.faults: list[Exception] = []
 
     def send_due(self, now: float) -> None:
-        self.pacer.due(now)
+        self.sent += self.pacer.due(now)
         self.calls.append(now)
         if self.fails is not None and len(self.calls) == 3:
             raise self.fails("broken")
@@ -68,10 +70,14 @@ class ManualLoop:
         while self.timers and self.timers[0][0] <= t:
             at, _, callback, handle = heapq.heappop(self.timers)
             if not handle.cancelled():
-                self.now = at
+                self.now = max(self.now, at)  # a timer due during a stall runs late
                 self.wakeups += 1
                 callback()
         self.now = t
+
+    def stall(self, seconds: float) -> None:
+        """The loop was busy: no timer ran."""
+        self.now += seconds
 
 
 ORDER = itertools.count()
@@ -101,6 +107,27 @@ def test_one_timer_serves_every_session_in_slots_of_the_period_and_a_failing_one
     n = len(sessions[0].calls)
     loop.run_until(0.5)
     assert len(sessions[0].calls) == n and loop.wakeups == 60
+
+
+@pytest.mark.parametrize("stall_ms", [7, 45, 150])
+def test_after_a_late_or_stalled_loop_every_session_stays_on_its_phase_and_no_frame_is_lost(stall_ms):
+    loop = ManualLoop()
+    ticker = SpeechTicker(loop, clock=lambda: loop.now)  # type: ignore[arg-type]
+    sessions = [Session() for _ in range(8)]
+    for s in sessions:
+        ticker.add(s)  # type: ignore[arg-type]
+    loop.run_until(0.1)
+    loop.stall(stall_ms / 1000)
+    loop.run_until(0.6)
+    for s in sessions:
+        ms = [round(t * 1000) for t in s.calls]
+        assert {t % 20 for t in ms} == {ms[0]}, ms  # its slot's ticks: the grid did not move with the stall
+        assert all(b - a == 20 for a, b in itertools.pairwise(ms) if a > 100 + stall_ms)  # and a tick each period after
+        due = len(range(ms[0], 600, 20))
+        if stall_ms <= 100:  # the frames due during the stall went as soon as it ended
+            assert s.sent == due and s.pacer.late_resets == 0
+        else:  # one frame for the stall, not its backlog (the framer keeps it; live output sheds pauses)
+            assert s.sent == due - stall_ms // 20 and s.pacer.late_resets == 1
 
 
 async def test_closed_speech_frees_its_encoder_ends_its_track_and_leaves_the_ticker():

@@ -203,7 +203,8 @@ LAG = "omni_event_loop_lag_seconds_bucket"
 
 
 def scrape_process(http: str) -> dict[str, float]:
-    """The server's CPU seconds, resident memory, and its event-loop lag histogram (`lag_le_<bound>` counts)."""
+    """The server's CPU seconds, resident memory, its event-loop lag histogram (`lag_le_<bound>` counts), the
+    camera frames that reached the aligners and those shed undecoded (the decoders did not keep up)."""
     body = urllib.request.urlopen(f"{http}/metrics", timeout=5).read().decode()
     out = {}
     for name in ("process_cpu_seconds_total", "process_resident_memory_bytes"):
@@ -212,6 +213,9 @@ def scrape_process(http: str) -> dict[str, float]:
             out[name] = float(m.group(1))
     for bound, count in re.findall(rf'^{LAG}{{le="([^"]+)"}} (\S+)$', body, re.M):
         out[f"lag_le_{bound}"] = float(count)
+    for family, event in (("transport", "video_frames_shed"), ("aligner", "video_frames")):
+        m = re.search(rf'^omni_{family}_events_total{{event="{event}"}} (\S+)$', body, re.M)
+        out[event] = float(m.group(1)) if m else 0.0
     return out
 
 
@@ -293,6 +297,7 @@ async def run_level(
     failed = [repr(r) for r in results if not isinstance(r, ClientResult)]
     samples = [x for r in ok for x in r.latencies_ms]
     cpu = (after.get("process_cpu_seconds_total", 0) - before.get("process_cpu_seconds_total", 0)) / wall
+    shed = after["video_frames_shed"] - before["video_frames_shed"]
     return {
         "sessions": n,
         "turns": len(samples),
@@ -314,6 +319,8 @@ async def run_level(
         - before_set_up.get("process_cpu_seconds_total", 0),
         "server_rss_mb": after.get("process_resident_memory_bytes", 0) / 2**20,
         "server_loop_lag_p95_ms": lag_p95_ms(before, after),
+        "video_frames_decoded": after["video_frames"] - before["video_frames"],  # reached the aligners
+        "video_shed_pct": 100 * shed / max(1.0, shed + after["video_frames"] - before["video_frames"]),
         "cpu_stolen_pct": stolen,
         "client_cpu_pct_per_session": 100 * clients_cpu / n,
         "client_cpu_pct_of_cores": 100 * clients_cpu / len(os.sched_getaffinity(0)),
@@ -333,6 +340,8 @@ def behind(row: dict, p95_limit_ms: float) -> str | None:
         return f"{row['lost']} turn(s) lost"
     if row["underruns"]:
         return f"{row['underruns']} underrun(s)"
+    if row["video_shed_pct"] > 1:
+        return f"{row['video_shed_pct']:.1f} % of the camera frames shed undecoded"
     if row["p95_ms"] is None or row["p95_ms"] > p95_limit_ms:
         return f"p95 {row['p95_ms'] or float('nan'):.0f} ms over {p95_limit_ms:.0f} ms"
     return None
@@ -475,6 +484,7 @@ def run(args: argparse.Namespace) -> int:
                 f"underruns {row['underruns']} (+{row['gaps_while_clients_stalled']} while the clients stalled), "
                 f"server CPU {row['server_cpu_pct']:.0f} %, "
                 f"loop lag p95 <= {row['server_loop_lag_p95_ms'] or float('nan'):g} ms, "
+                f"camera frames shed {row['video_shed_pct']:.1f} %, "
                 f"clients' CPU {row['client_cpu_pct_per_session']:.2f} % a session, "
                 f"stolen by the host {', '.join(f'cpu{k} {v:g} %' for k, v in row['cpu_stolen_pct'].items()) or '-'} "
                 f"(all connected in {row['set_up_s']:.1f} s, {row['set_up_server_cpu_s']:.1f} s of server CPU)",

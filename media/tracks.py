@@ -116,28 +116,69 @@ class InlineAudioDecoder:
 
 
 class BackgroundDecoding(queue.Queue):
-    """The queue aiortc's video decoder thread reads, which first lowers that thread's priority.
+    """The queue aiortc's video decoder thread reads: that thread runs only on a core's idle time, and what it
+    cannot keep up with is shed whole, up to the next key frame.
 
     On a busy core the event loop (every session's audio) and one decoder
-    thread per camera compete; when key frames arrive together, many decoders
-    wake at once and the kernel shares the core fairly among them, so the loop
-    got ~1/N of it and its 20 ms packets went out late. At `niceness` 10 the
-    loop wins the core whenever it has work; video, which the aligner samples
-    at a few frames a second anyway, waits.
+    thread per camera compete. Even at nice 10 (a weight of 110 against the
+    loop's 1024) two dozen cameras' decoders together outweighed the loop
+    whenever they woke at once, and it stalled for tens of milliseconds: every
+    session's speech late at once. A thread at SCHED_IDLE runs only when the
+    core has nothing else to do (nice 10 where that is not permitted). The
+    aligner samples video at a few frames a second, so a frame may wait; but
+    not without bound: when `max_frames` wait, they are dropped and counted, a
+    key frame is asked for (aiortc sends a PLI when its decoder-error event is
+    set) and VP8 inter frames are dropped until it comes, since they cannot be
+    decoded without the frames before them.
     """
 
-    def __init__(self, niceness: int = 10) -> None:
+    def __init__(self, decode_error: threading.Event | None = None, max_frames: int = 10) -> None:
         super().__init__()
-        self.niceness = niceness
+        self.decode_error = decode_error or threading.Event()
+        self.max_frames = max_frames
+        self.shed = 0  # encoded frames dropped undecoded
+        self._awaiting_key = False
         self._lowered: set[int] = set()
+
+    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+        if item is not None:  # None ends the thread: always queued
+            codec, frame = item
+            vp8 = codec.name.lower() == "vp8"
+            if self._awaiting_key and vp8 and not is_vp8_key_frame(frame.data):
+                self.shed += 1
+                return
+            self._awaiting_key = False
+            if self.qsize() >= self.max_frames:
+                with self.mutex:
+                    self.shed += len(self.queue)
+                    self.queue.clear()
+                self.decode_error.set()  # aiortc asks the sender for a key frame on the next packet
+                if vp8 and not is_vp8_key_frame(frame.data):
+                    self._awaiting_key = True
+                    self.shed += 1
+                    return
+        super().put(item, block, timeout)
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         tid = threading.get_native_id()
         if tid not in self._lowered:
             self._lowered.add(tid)
-            with contextlib.suppress(OSError):  # not permitted: keep the priority it has
-                os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + self.niceness)
+            lower_thread(tid)
         return super().get(block, timeout)
+
+
+def lower_thread(tid: int) -> None:
+    """Run a thread only on the idle time of its cores (SCHED_IDLE), else at nice 10."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+        return
+    with contextlib.suppress(OSError):  # not permitted: keep the priority it has
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + 10)
+
+
+def is_vp8_key_frame(data: bytes) -> bool:
+    """RFC 6386 9.1: the frame tag's lowest bit is 0 on a key frame."""
+    return bool(data) and not data[0] & 1
 
 
 class WindowRate:
@@ -245,7 +286,7 @@ def tune_receivers(pc: RTCPeerConnection, prefetch: int, channels: int = 2) -> N
             r._RTCRtpReceiver__jitter_buffer = buf
             r._RTCRtpReceiver__decoder_queue = InlineAudioDecoder(r, channels)
         elif t.kind == "video":
-            r._RTCRtpReceiver__decoder_queue = BackgroundDecoding()
+            r._RTCRtpReceiver__decoder_queue = BackgroundDecoding(r._RTCRtpReceiver__decoder_error)
             estimator = r._RTCRtpReceiver__remote_bitrate_estimator
             if estimator is not None:
                 estimator.incoming_bitrate = WindowRate(1000, 8000)  # what aiortc's builds
@@ -260,11 +301,15 @@ def audio_decoder(pc: RTCPeerConnection, track: MediaStreamTrack) -> InlineAudio
     return None
 
 
-def inbound_audio_counters(pc: RTCPeerConnection) -> dict[str, int]:
-    """What the swapped receivers dropped: late or duplicated packets, packets that did not decode."""
-    late = errors = 0
+def inbound_counters(pc: RTCPeerConnection) -> dict[str, int]:
+    """What the swapped receivers dropped: late or duplicated audio packets, audio packets that did not
+    decode, video frames shed undecoded."""
+    late = errors = shed = 0
     for t in pc.getTransceivers():
+        queue_ = t.receiver._RTCRtpReceiver__decoder_queue
         if t.kind == "audio":
             late += getattr(t.receiver._RTCRtpReceiver__jitter_buffer, "late", 0)
-            errors += getattr(t.receiver._RTCRtpReceiver__decoder_queue, "errors", 0)
-    return {"audio_late_packets": late, "audio_undecodable_packets": errors}
+            errors += getattr(queue_, "errors", 0)
+        else:
+            shed += getattr(queue_, "shed", 0)
+    return {"audio_late_packets": late, "audio_undecodable_packets": errors, "video_frames_shed": shed}

@@ -24,7 +24,7 @@ from media.aligner import MediaError
 from media.av_convert import audio_input, video_input
 from media.rtp_receive import DirectReceive
 from media.speech_out import OutboundSpeech
-from media.tracks import audio_decoder, drain, inbound_audio_counters, tune_receivers
+from media.tracks import audio_decoder, drain, inbound_counters, tune_receivers
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class Peer:
 
     def counters(self) -> dict[str, float]:
         """What the media transport dropped or skipped, for the session's metrics."""
-        out: dict[str, float] = dict(inbound_audio_counters(self.pc)) if self.pc is not None else {}
+        out: dict[str, float] = dict(inbound_counters(self.pc)) if self.pc is not None else {}
         out["srtp_undecryptable_packets"] = sum(d.undecryptable for d in self.direct)
         if self.outbound is not None:
             out["output_late_resets"] = self.outbound.late_resets

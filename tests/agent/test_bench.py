@@ -77,6 +77,8 @@ def test_bench_replays_encoded_media_on_separate_cores(tmp_path):
         assert lvl["turns"] == 3 * lvl["sessions"] and lvl["lost"] == 0  # every replayed click came back
         assert 0 < lvl["client_cpu_pct_per_session"] < 100
         assert len(lvl["underrun_gaps"]) == lvl["underruns"]  # each one's time, length and session
+        # the cameras reached the server's aligners, none shed undecoded
+        assert lvl["video_frames_decoded"] > 10 * lvl["sessions"] and lvl["video_shed_pct"] == 0
         assert lvl["server_loop_lag_p95_ms"] is not None and lvl["server_loop_lag_p95_ms"] > 0
         # what a virtual machine's host took from each CPU during the level, beside the figures it skews
         assert set(lvl["cpu_stolen_pct"]) == {str(c) for c in range(os.cpu_count() or 1)}

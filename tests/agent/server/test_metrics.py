@@ -39,10 +39,11 @@ async def test_metrics_move_with_a_real_session():
         "audio_late_packets",
         "audio_undecodable_packets",
         "srtp_undecryptable_packets",
+        "video_frames_shed",
         "output_late_resets",
     }
     assert transport["audio_late_packets"] == transport["audio_undecodable_packets"] == 0
-    assert transport["srtp_undecryptable_packets"] == 0
+    assert transport["srtp_undecryptable_packets"] == transport["video_frames_shed"] == 0
     assert during[("omni_output_samples_dropped_total", (("why", "silence_trimmed"),))] == 0  # turn mode: not live
     for stage in ("endpoint", "first_audio", "voice_to_voice"):
         assert during[("omni_turn_latency_seconds_count", (("stage", stage),))] == 1, stage

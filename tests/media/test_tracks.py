@@ -150,7 +150,7 @@ async def test_window_rate_gives_aiortcs_figures_and_is_installed_for_video():
     from aiortc import RTCPeerConnection
     from aiortc.rate import RateCounter
 
-    from media.tracks import ThrottledRemb, WindowRate, tune_receivers
+    from media.tracks import MinFramePeriod, ThrottledRemb, WindowRate, tune_receivers
 
     rng = random.Random(3)
     theirs, ours = RateCounter(1000, 8000), WindowRate(1000, 8000)
@@ -176,7 +176,23 @@ async def test_window_rate_gives_aiortcs_figures_and_is_installed_for_video():
     (video,) = [t.receiver for t in pc.getTransceivers() if t.kind == "video"]
     estimator = video._RTCRtpReceiver__remote_bitrate_estimator
     assert isinstance(estimator, ThrottledRemb) and isinstance(estimator.estimator.incoming_bitrate, WindowRate)
+    assert isinstance(estimator.estimator.estimator.update_min_frame_period, MinFramePeriod)
     await pc.close()
+
+
+def test_min_frame_period_gives_aiortcs_figures():
+    import random
+
+    from aiortc.rate import OveruseEstimator
+
+    from media.tracks import MinFramePeriod
+
+    rng = random.Random(5)
+    theirs, ours = OveruseEstimator(), MinFramePeriod()
+    deltas = [rng.choice([rng.uniform(30, 120), rng.uniform(0, 5)]) for _ in range(2000)]
+    expected = [theirs.update_min_frame_period(d) for d in deltas]
+    assert [ours(d) for d in deltas] == expected
+    assert len(set(expected)) > 50  # the minimum moved as old deltas left the window
 
 
 def test_remb_estimates_go_out_every_200_ms_unless_one_falls_by_more_than_3_percent():

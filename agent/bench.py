@@ -328,6 +328,7 @@ async def run_level(
         * sum(i.repeats for i in inbound)
         / max(1, sum(i.packets for i in inbound)),
         "client_packets_not_sent": sum(s.send_dropped for s in sockets),  # the clients' socket buffers were full
+        "client_key_frame_requests": sum(s.key_frame_requests for s in sockets),  # the server's PLIs
         "samples_ms": [round(x, 2) for x in samples],
     }
 

@@ -140,6 +140,12 @@ def is_rtcp(data: bytes) -> bool:
     return 191 < data[1] < 224
 
 
+def is_pli(data: bytes) -> bool:
+    """A picture loss indication (RFC 4585 6.3.1: payload-specific feedback, FMT 1), from the header SRTCP
+    leaves in clear. aiortc sends each alone, not behind a report in a compound packet."""
+    return len(data) >= 12 and data[1] == 206 and data[0] & 0x1F == 1
+
+
 class MediaSocket:
     """The UDP socket of a peer's ICE pair in use, read and written here rather than through asyncio and aioice.
 
@@ -149,13 +155,16 @@ class MediaSocket:
     socket and a `Ticker` reads it with every other client's: RTP goes to
     `on_rtp` with the kernel's arrival time (`SO_TIMESTAMPNS`; reading on a tick
     costs no precision), STUN (consent) and DTLS to aioice as before. The
-    server's RTCP (receiver reports, bandwidth estimates, key-frame requests)
-    is counted and dropped: the replay does not adapt to it, and parsing it in
-    aiortc cost more than the audio. Packets are written straight to the
-    socket.
+    server's RTCP (receiver reports, bandwidth estimates) is counted and
+    dropped: the replay does not adapt to it, and parsing it in aiortc cost
+    more than the audio. A key-frame request (PLI) is read from its clear
+    header and goes to `on_key_frame_request`, as a browser's encoder answers
+    it. Packets are written straight to the socket.
     """
 
-    def __init__(self, dtls: Any, on_rtp: Callable[[bytes, float], None]) -> None:
+    def __init__(
+        self, dtls: Any, on_rtp: Callable[[bytes, float], None], on_key_frame_request: Callable[[], None] = lambda: None
+    ) -> None:
         pair = dtls.transport._connection._nominated.get(1)
         if dtls.state != "connected" or pair is None or pair.protocol.transport is None:
             raise ConnectionError("the peer has closed")
@@ -172,6 +181,8 @@ class MediaSocket:
         self.sent = 0
         self.send_dropped = 0  # the socket's buffer was full: lost, as on a network
         self.rtcp_ignored = 0
+        self.key_frame_requests = 0
+        self.on_key_frame_request = on_key_frame_request
 
     @property
     def open(self) -> bool:
@@ -198,7 +209,11 @@ class MediaSocket:
         if not rtp_or_rtcp(data):
             self.protocol.datagram_received(data, addr)
         elif is_rtcp(data):
-            self.rtcp_ignored += 1
+            if is_pli(data):
+                self.key_frame_requests += 1
+                self.on_key_frame_request()
+            else:
+                self.rtcp_ignored += 1
         else:
             for level, kind, value in ancillary:
                 if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(value) >= 16:
@@ -338,12 +353,17 @@ class ReplayCamera(PlaceholderTrack):
         self.payloads = [Vp8Encoder._packetize(f, i) for i, f in enumerate(frames)]
         self.length = random.randint(max(1, len(frames) * 2 // 3), len(frames))
         self.sent = 0
+        self._at = 0  # the next frame's place in the loop
 
     def next_frame(self) -> tuple[list[bytes], int]:
         """The next frame's payloads and its RTP timestamp (90 kHz)."""
-        n = self.sent
-        self.sent += 1
-        return self.payloads[n % self.length], int(n * 90_000 / self.fps)
+        n, at = self.sent, self._at
+        self.sent, self._at = n + 1, (at + 1) % self.length
+        return self.payloads[at], int(n * 90_000 / self.fps)
+
+    def key_frame(self) -> None:
+        """The receiver asked for one (it lost or shed frames): the loop restarts at its key frame next."""
+        self._at = 0
 
 
 class ReplayMicrophone(PlaceholderTrack):
@@ -394,12 +414,15 @@ class ReplayMicrophone(PlaceholderTrack):
                 return
             await asyncio.sleep(0.01)
         self.inbound = LeanAudioIn(audio._codecs[0].payloadType, dtls, on_audio)
+        camera = video.sender.track if video is not None else None
         try:
-            self.socket = sock = MediaSocket(dtls, self.inbound.receive)
+            self.socket = sock = MediaSocket(
+                dtls, self.inbound.receive, camera.key_frame if camera is not None else lambda: None
+            )
         except ConnectionError:
             return
         self.streams = [RtpStream(audio)] + ([RtpStream(video)] if video is not None else [])
-        link = ReplayLink(self, sock, video.sender.track if video is not None else None)
+        link = ReplayLink(self, sock, camera)
         ticker = Ticker.of_running_loop()
         ticker.add(link)
         try:

@@ -36,7 +36,8 @@ class ServerMetrics:
         self.loop_lag = Histogram(
             "omni_event_loop_lag_seconds",
             "How late the event loop woke a 100 ms timer",
-            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
+            # fine below 50 ms: a server on one core falls behind at a lag p95 of 10-25 ms (docs/benchmarks.md)
+            buckets=(0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.035, 0.05, 0.1, 0.25, 0.5, 1.0),
             registry=r,
         )
         self.engine_jobs = Histogram(

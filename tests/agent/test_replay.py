@@ -93,6 +93,10 @@ def test_camera_loop_is_a_webcam_stream_with_one_key_frame_that_cameras_restart_
     sent = [camera.next_frame() for _ in range(camera.length + 1)]
     assert sent[camera.length][0] == sent[0][0]  # back at the key frame
     assert sent[camera.length][1] == camera.length * 9000  # while the RTP clock runs on
+    camera.next_frame()
+    camera.key_frame()  # the receiver asked for one (a PLI)
+    payloads, timestamp = camera.next_frame()
+    assert payloads == sent[0][0] and timestamp == (camera.length + 2) * 9000
 
 
 async def test_replaying_clients_are_heard_and_seen_by_the_server():
@@ -129,6 +133,11 @@ async def test_replaying_clients_are_heard_and_seen_by_the_server():
             stats = [s for s in (await receiver.getStats()).values() if s.type == "inbound-rtp"]
             received += sum(s.packetsReceived for s in stats)
         assert received >= mic_stream.packets + camera_stream.packets - 20  # a few still in flight
+        # a key frame the server asks for (its decoder shed frames, or failed) reaches the camera, as a
+        # browser's encoder hears it: aiortc sends the PLI, SRTCP-protected, on its next video packet
+        (video,) = [r for r in peer.pc.getReceivers() if r.track.kind == "video"]
+        video._RTCRtpReceiver__decoder_queue.decode_error.set()
+        assert await wait_until(lambda: client.mic.socket.key_frame_requests == 1, 5)
         await client.close()
     assert heard is not None, "the replayed click never came back"
     round_trip = (heard - client.mic.sent_at[ident]) * 1000

@@ -1,9 +1,10 @@
 """One aiortc peer per `/ws` session, wired as in docs/architecture.md.
 
 Inbound RTP is handled as it arrives (DirectReceive), its audio and video
-drained into the session pump (whose aligner puts them on the 80 ms clock); speech leaves through OutboundSpeech, paced
-from the pump's framer on the loop's 20 ms SpeechTicker. An ICE failure, a dead
-audio track or audio that stops for `audio_timeout_s` ends the session.
+drained into the session pump (whose aligner puts them on the 80 ms clock);
+speech leaves through OutboundSpeech, paced from the pump's framer on the
+loop's 20 ms SpeechTicker. An ICE failure, a dead audio track or audio that
+stops for `audio_timeout_s` ends the session.
 """
 
 from __future__ import annotations

@@ -12,8 +12,9 @@ To measure the server rather than its clients: `--replay` sends media
 encoded once before the run (`agent/replay.py`) instead of encoding per
 client; `--server-cpus` / `--client-cpus` keep the two on separate cores; a
 level where the server falls behind (a failed session, a lost turn, an
-underrun, p95 over `--p95-limit-ms`) ends a `--ramp`, and the level before
-it is reported as the capacity.
+underrun, more of the camera frames shed undecoded than `--shed-limit-pct`,
+p95 over `--p95-limit-ms`) ends a `--ramp`, and the level before it is
+reported as the capacity.
 """
 
 from __future__ import annotations
@@ -333,7 +334,7 @@ async def run_level(
     }
 
 
-def behind(row: dict, p95_limit_ms: float) -> str | None:
+def behind(row: dict, p95_limit_ms: float, shed_limit_pct: float = 1.0) -> str | None:
     """Why the server fell behind at this level, or None: it held."""
     if row["failed_sessions"]:
         return f"{len(row['failed_sessions'])} session(s) failed"
@@ -341,7 +342,7 @@ def behind(row: dict, p95_limit_ms: float) -> str | None:
         return f"{row['lost']} turn(s) lost"
     if row["underruns"]:
         return f"{row['underruns']} underrun(s)"
-    if row["video_shed_pct"] > 1:
+    if row["video_shed_pct"] > shed_limit_pct:
         return f"{row['video_shed_pct']:.1f} % of the camera frames shed undecoded"
     if row["p95_ms"] is None or row["p95_ms"] > p95_limit_ms:
         return f"p95 {row['p95_ms'] or float('nan'):.0f} ms over {p95_limit_ms:.0f} ms"
@@ -434,6 +435,12 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--server-cpus", help="CPUs for the server started here, e.g. 0 or 0-1")
     p.add_argument("--client-cpus", help="CPUs for the clients (this process), e.g. 1")
     p.add_argument("--p95-limit-ms", type=float, default=300.0, help="a level whose p95 is over this has fallen behind")
+    p.add_argument(
+        "--shed-limit-pct",
+        type=float,
+        default=1.0,
+        help="a level whose server shed more than this share of the camera frames undecoded has fallen behind",
+    )
     p.add_argument("--out", type=Path, default=Path("results/bench"), help="prefix of the JSON and PNG written")
 
 
@@ -497,7 +504,7 @@ def run(args: argparse.Namespace) -> int:
                     f"{row['client_cpu_pct_of_cores']:.0f} % busy: from here on the clients may be what falls behind",
                     flush=True,
                 )
-            why = behind(row, args.p95_limit_ms)
+            why = behind(row, args.p95_limit_ms, args.shed_limit_pct)
             if why is None and capacity["first_behind"] is None:
                 capacity["sessions"] = n
             elif why is not None and capacity["first_behind"] is None:
@@ -534,6 +541,7 @@ def run(args: argparse.Namespace) -> int:
         "server_cpus": sorted(server_cpus) if server_cpus else None,
         "client_cpus": args.client_cpus,
         "p95_limit_ms": args.p95_limit_ms,
+        "shed_limit_pct": args.shed_limit_pct,
         "measure": "click round trip" if click else "voice to reply text" if args.text_only else "voice to voice",
         "text_only": args.text_only,
         "machine": machine(),

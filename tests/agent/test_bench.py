@@ -68,8 +68,10 @@ def test_bench_replays_encoded_media_on_separate_cores(tmp_path):
     server, clients = cpus()
     stdout, result = bench(
         tmp_path, "--replay", "--video", "--ramp", "1:2:1", "--turns", "3", "--p95-limit-ms", "5000",
-        "--server-cpus", server, "--client-cpus", clients,
+        "--shed-limit-pct", "100", "--server-cpus", server, "--client-cpus", clients,
     )  # fmt: skip
+    # generous limits: this checks the bench, not the machine (the camera decoders run on idle time only, so a
+    # busy neighbour on the server's CPU makes the server shed frames)
     assert "replayed" in stdout and "bench: capacity: 2 sessions held" in stdout
     assert result["replay"] is True and result["server_cpus"] == [int(server)] and result["client_cpus"] == clients
     assert result["capacity"] == {"sessions": 2, "first_behind": None, "why": None}
@@ -77,8 +79,8 @@ def test_bench_replays_encoded_media_on_separate_cores(tmp_path):
         assert lvl["turns"] == 3 * lvl["sessions"] and lvl["lost"] == 0  # every replayed click came back
         assert 0 < lvl["client_cpu_pct_per_session"] < 100
         assert len(lvl["underrun_gaps"]) == lvl["underruns"]  # each one's time, length and session
-        # the cameras reached the server's aligners, none shed undecoded
-        assert lvl["video_frames_decoded"] > 10 * lvl["sessions"] and lvl["video_shed_pct"] == 0
+        # the cameras reached the server's aligners; what it shed undecoded is a share of what came
+        assert lvl["video_frames_decoded"] > 0 and 0 <= lvl["video_shed_pct"] < 100
         assert lvl["server_loop_lag_p95_ms"] is not None and lvl["server_loop_lag_p95_ms"] > 0
         # what a virtual machine's host took from each CPU during the level, beside the figures it skews
         assert set(lvl["cpu_stolen_pct"]) == {str(c) for c in range(os.cpu_count() or 1)}
@@ -163,3 +165,13 @@ async def test_a_gap_the_clients_own_stall_covers_is_told_apart():
     assert len(stalls.spans) == 1
     assert stalls.cover(before - 0.02, after + 0.02)  # a gap in received audio around it: ours
     assert not stalls.cover(after + 0.1, after + 0.2)  # one later: the server's
+
+
+def test_a_level_that_shed_camera_frames_has_fallen_behind():
+    from agent.bench import behind
+
+    row = {"failed_sessions": [], "lost": 0, "underruns": 0, "p95_ms": 120.0, "video_shed_pct": 0.0}
+    assert behind(row, 300) is None
+    row["video_shed_pct"] = 4.4
+    assert behind(row, 300) == "4.4 % of the camera frames shed undecoded"
+    assert behind(row, 300, shed_limit_pct=5) is None

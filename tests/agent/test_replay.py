@@ -137,7 +137,7 @@ async def test_replaying_clients_are_heard_and_seen_by_the_server():
         # browser's encoder hears it: aiortc sends the PLI, SRTCP-protected, on its next video packet
         (video,) = [r for r in peer.pc.getReceivers() if r.track.kind == "video"]
         video._RTCRtpReceiver__decoder_queue.decode_error.set()
-        assert await wait_until(lambda: client.mic.socket.key_frame_requests == 1, 5)
+        assert await wait_until(lambda: client.mic.socket.key_frame_requests >= 1, 5)
         await client.close()
     assert heard is not None, "the replayed click never came back"
     round_trip = (heard - client.mic.sent_at[ident]) * 1000

@@ -58,7 +58,8 @@ async def test_echo_stream_click_round_trip_and_continuity():
         (dtls_stats,) = [s for s in (await conn.peer.pc.getStats()).values() if s.type == "transport"]
         print("received", dtls_stats.packetsReceived, "of which directly", direct.packets)
         assert direct.packets > 100 and not direct.failed
-        assert 0 <= dtls_stats.packetsReceived - direct.packets < 30  # the DTLS handshake, RTP before the switch
+        # all but the DTLS handshake and what came before the switch (a few here; more on a busy machine)
+        assert 0.8 * dtls_stats.packetsReceived <= direct.packets <= dtls_stats.packetsReceived
         # a forged SRTP packet is dropped and counted; the session goes on
         pair = client.pc.getTransceivers()[0].sender.transport.transport._connection._nominated[1]
         pair.protocol.transport.sendto(b"\x80\x6f" + bytes(40), pair.remote_addr)

@@ -299,6 +299,7 @@ async def run_level(
     samples = [x for r in ok for x in r.latencies_ms]
     cpu = (after.get("process_cpu_seconds_total", 0) - before.get("process_cpu_seconds_total", 0)) / wall
     shed = after["video_frames_shed"] - before["video_frames_shed"]
+    decoded = after["video_frames"] - before["video_frames"]
     return {
         "sessions": n,
         "turns": len(samples),
@@ -320,8 +321,8 @@ async def run_level(
         - before_set_up.get("process_cpu_seconds_total", 0),
         "server_rss_mb": after.get("process_resident_memory_bytes", 0) / 2**20,
         "server_loop_lag_p95_ms": lag_p95_ms(before, after),
-        "video_frames_decoded": after["video_frames"] - before["video_frames"],  # reached the aligners
-        "video_shed_pct": 100 * shed / max(1.0, shed + after["video_frames"] - before["video_frames"]),
+        "video_frames_decoded": decoded,  # reached the aligners
+        "video_shed_pct": 100 * shed / max(1.0, shed + decoded),
         "cpu_stolen_pct": stolen,
         "client_cpu_pct_per_session": 100 * clients_cpu / n,
         "client_cpu_pct_of_cores": 100 * clients_cpu / len(os.sched_getaffinity(0)),

@@ -38,7 +38,7 @@ from aiortc.codecs.vpx import Vp8Encoder
 from av.video.frame import PictureType
 
 from media.opus import opus_encoder
-from media.rtp import PlaceholderTrack, RtpStream, connected
+from media.rtp import PlaceholderTrack, RtpStream, connected, nominated_pair, rtp_or_rtcp
 
 RATE = 48_000
 FRAME = 960  # 20 ms
@@ -130,11 +130,6 @@ SO_TIMESTAMPNS = 35 if sys.platform == "linux" else None
 TIMESTAMP_SPACE = socket.CMSG_SPACE(16)  # struct timespec
 
 
-def rtp_or_rtcp(data: bytes) -> bool:
-    """RTP or RTCP, not STUN or DTLS, by the first byte (RFC 7983)."""
-    return len(data) > 12 and 127 < data[0] < 192
-
-
 def is_rtcp(data: bytes) -> bool:
     """Of RTP and RTCP, RTCP by its packet type (RFC 5761)."""
     return 191 < data[1] < 224
@@ -165,9 +160,7 @@ class MediaSocket:
     def __init__(
         self, dtls: Any, on_rtp: Callable[[bytes, float], None], on_key_frame_request: Callable[[], None] = lambda: None
     ) -> None:
-        pair = dtls.transport._connection._nominated.get(1)
-        if dtls.state != "connected" or pair is None or pair.protocol.transport is None:
-            raise ConnectionError("the peer has closed")
+        pair = nominated_pair(dtls)
         self.dtls = dtls
         self.on_rtp = on_rtp
         self.protocol = pair.protocol

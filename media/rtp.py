@@ -97,11 +97,23 @@ def connected(dtls: Any) -> bool:
     return dtls._state is DtlsState.CONNECTED
 
 
-def ice_route(dtls: Any) -> tuple[Any, Any]:
-    """The nominated ICE pair's datagram transport and the peer's address; ConnectionError once closed."""
+def rtp_or_rtcp(data: bytes) -> bool:
+    """RTP or RTCP, not STUN or DTLS, by the first byte (RFC 7983)."""
+    return len(data) > 12 and 127 < data[0] < 192
+
+
+def nominated_pair(dtls: Any) -> Any:
+    """The ICE candidate pair the media goes over, its socket open; ConnectionError once the peer has closed
+    (or before DTLS is up)."""
     pair = dtls.transport._connection._nominated.get(1)
     if not connected(dtls) or pair is None or pair.protocol.transport is None:
         raise ConnectionError("the peer has closed")
+    return pair
+
+
+def ice_route(dtls: Any) -> tuple[Any, Any]:
+    """The nominated ICE pair's datagram transport and the peer's address; ConnectionError once closed."""
+    pair = nominated_pair(dtls)
     return pair.protocol.transport, pair.remote_addr
 
 

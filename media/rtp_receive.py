@@ -21,7 +21,7 @@ from typing import Any
 import pylibsrtp
 from aiortc.rtp import is_rtcp
 
-from media.rtp import NTP_UNIX_OFFSET, connected
+from media.rtp import NTP_UNIX_OFFSET, connected, nominated_pair, rtp_or_rtcp
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +58,7 @@ class DirectReceive:
     """The nominated pair's RTP and RTCP, unprotected and handled in its socket callback."""
 
     def __init__(self, dtls: Any, on_fault: Callable[[Exception], None]) -> None:
-        pair = dtls.transport._connection._nominated.get(1)
-        if pair is None or not connected(dtls):
-            raise ConnectionError("the peer is not connected")
+        pair = nominated_pair(dtls)
         self.dtls = dtls
         self.on_fault = on_fault
         self.protocol = pair.protocol
@@ -72,7 +70,7 @@ class DirectReceive:
         self.protocol.datagram_received = self._received
 
     def _received(self, data: bytes, addr: tuple[Any, ...]) -> None:
-        if self.failed or not data or not 127 < data[0] < 192 or not connected(self.dtls):
+        if self.failed or not rtp_or_rtcp(data) or not connected(self.dtls):
             self._queued(data, addr)
             return
         dtls = self.dtls

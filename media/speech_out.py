@@ -127,10 +127,10 @@ class SpeechTicker:
     centred on its slot's ticks (were the grid to drift to half a frame off it,
     a tick's jitter would decide between 0 and 2 frames, and a late tick
     between 1 and 3: gaps of 40-60 ms). After a stall the missed ticks of the
-    last period run at once and whole periods before it are skipped. A session whose
-    sending raises ends alone (its `on_fault`); one whose peer has closed is
-    dropped quietly (the session ends by its own path). The timer stops with
-    the last session.
+    last period run at once and whole periods before it are skipped. A
+    session whose sending raises ends alone (its `on_fault`); one whose peer
+    has closed is dropped quietly (the session ends by its own path). The
+    timer stops with the last session.
     """
 
     PERIOD = 0.02

@@ -119,7 +119,7 @@ def test_after_a_late_or_stalled_loop_every_session_stays_on_its_phase_and_no_fr
     loop.run_until(0.1)
     loop.stall(stall_ms / 1000)
     loop.run_until(0.6)
-    for s in sessions:
+    for s in sessions:  # times on the ManualLoop's clock, not the wall's: exact on any machine
         ms = [round(t * 1000) for t in s.calls]
         assert {t % 20 for t in ms} == {ms[0]}, ms  # its slot's ticks: the grid did not move with the stall
         assert all(b - a == 20 for a, b in itertools.pairwise(ms) if a > 100 + stall_ms)  # and a tick each period after

@@ -12,14 +12,17 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from agent.engines.cascade.vision import FaceCounter
+
+if TYPE_CHECKING:
+    from agent.engines.cascade.moonshine import Heard
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +36,11 @@ RECOGNIZERS = ("moonshine", "whisper")
 class Recognizer(Protocol):
     def transcribe(self, audio: np.ndarray) -> str:
         """16 kHz mono float32 to text; '' where there is no speech."""
+        ...
+
+    def hear(self, audio: np.ndarray, draft: Sequence[int] = ()) -> Heard:
+        """`transcribe` with its tokens; `draft`, an earlier pass's tokens over the start of `audio`, may make it
+        cheaper (never different)."""
         ...
 
 
@@ -76,6 +84,12 @@ class WhisperRecognizer:
         )
         words = [s.text for s in segments if not (s.no_speech_prob > 0.6 and s.avg_logprob < -1.0)]
         return " ".join(w.strip() for w in words).strip()
+
+    def hear(self, audio: np.ndarray, draft: Sequence[int] = ()) -> Heard:
+        """Whisper pads every input to 30 s: a draft would save nothing, so each pass starts afresh."""
+        from agent.engines.cascade.moonshine import Heard
+
+        return Heard(self.transcribe(audio))
 
 
 class Synthesizer:

@@ -8,6 +8,15 @@ it is never imported, only its folder is found. Its .ort files re-expand int8
 weights on every call; `prepare` converts them once to .onnx in a cache folder,
 which onnxruntime constant-folds at load. Figures and the format notes:
 ../shared/notes/offline-speech-facts.md and docs/benchmarks.md.
+
+Kept current while the user speaks (`hear` with a draft): the encoder attends
+both ways, so every pass encodes the whole utterance again (~15-35 ms a
+second of audio), but the decoder, three quarters of the cost of a long
+utterance, checks the previous pass's tokens in one call instead of a call
+per token, and goes on from the first one that changed, looking for its
+place in the old tokens again. The result is exactly the greedy decoding
+(the draft only saves calls), so a pass at the pause costs about an encode
+and two or three decoder calls whatever the utterance's length.
 """
 
 from __future__ import annotations
@@ -17,7 +26,8 @@ import importlib.util
 import math
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +69,18 @@ _END_AT_START = 0.8
 _SILENCE_PEAK = 1e-4
 # Shorter input than this carries no word.
 _MIN_SECONDS = 0.05
+# How many draft tokens one decoder call checks: the first call (the utterance so far, as the last pass heard
+# it) and each call after a token that changed.
+_FIRST_GUESS = 24
+_GUESS = 8
+
+
+@dataclass(frozen=True)
+class Heard:
+    """What a pass heard: the text, and its tokens as the next pass's draft."""
+
+    text: str
+    tokens: tuple[int, ...] = ()
 
 
 def find_bundled_model_dir() -> Path:
@@ -247,6 +269,11 @@ class MoonshineRecognizer:
         empty, very short (< 50 ms) or digitally silent audio; the model itself
         returns '' for noise without speech.  Safe to call from several threads.
         """
+        return self.hear(audio).text
+
+    def hear(self, audio: np.ndarray, draft: Sequence[int] = ()) -> Heard:
+        """``transcribe``, with the tokens; ``draft``: the tokens an earlier pass heard in the start of the same
+        audio, which make this pass cheaper (the text is the same with or without it)."""
         samples = np.asarray(audio)
         if samples.ndim != 1:
             if samples.size not in samples.shape:  # allow [1, n] or [n, 1]
@@ -258,9 +285,9 @@ class MoonshineRecognizer:
             raise TypeError(f"transcribe() expects float or signed-integer samples, not {samples.dtype}.")
         samples = samples.astype(np.float32, copy=False)
         if samples.size < _MIN_SECONDS * SAMPLE_RATE or not np.all(np.isfinite(samples)):
-            return ""
+            return Heard("")
         if float(np.max(np.abs(samples))) < _SILENCE_PEAK:
-            return ""
+            return Heard("")
 
         speech = _trim_silence(samples)
         pad = np.zeros(int(_PAD_SECONDS * SAMPLE_RATE), dtype=np.float32)
@@ -268,41 +295,68 @@ class MoonshineRecognizer:
         (hidden,) = self._encoder.run(None, {self._encoder_input: padded})
 
         max_tokens = math.ceil(_TOKENS_PER_SECOND * speech.size / SAMPLE_RATE) + _EXTRA_TOKENS
-        return self._decode(self._greedy_tokens(hidden, max_tokens))
+        tokens = self._tokens(hidden, max_tokens, list(draft))
+        return Heard(self._decode(tokens), tuple(tokens))
 
-    def _greedy_tokens(self, hidden: np.ndarray, max_tokens: int) -> list[int]:
+    def _tokens(self, hidden: np.ndarray, max_tokens: int, draft: list[int]) -> list[int]:
+        """Greedy decoding, checking guesses from `draft` in the same call as each token it is sure of."""
         empty = np.zeros((1, self._heads, 0, self._head_dim), dtype=np.float32)
         past = {name: empty for name in self._past_names}
-        token = _START_TOKEN
         tokens: list[int] = []
-        for step in range(max_tokens):
+        guess = draft[:_FIRST_GUESS]
+        inputs = [_START_TOKEN, *guess]
+        kept = 0  # positions in the decoder's self-attention cache
+        while True:
+            first = kept == 0
             feeds = {
-                "input_ids": np.array([[token]], dtype=np.int64),
+                "input_ids": np.array([inputs], dtype=np.int64),
                 "encoder_hidden_states": hidden,
-                "use_cache_branch": np.array([step > 0]),
+                "use_cache_branch": np.array([not first]),
                 **past,
             }
             outputs = dict(zip(self._output_names, self._decoder.run(self._output_names, feeds), strict=True))
-            logits = outputs["logits"][0, -1, : self._vocabulary]
-            token = int(np.argmax(logits))
-            if token == _END_TOKEN and step == 0 and _softmax_at(logits, _END_TOKEN) < _END_AT_START:
-                logits[_END_TOKEN] = -np.inf
-                token = int(np.argmax(logits))
-            if token == _END_TOKEN:
-                break
-            tokens.append(token)
+            logits = outputs["logits"][0, :, : self._vocabulary]
+            best = logits.argmax(axis=-1)
+            if first and best[0] == _END_TOKEN and _softmax_at(logits[0], _END_TOKEN) < _END_AT_START:
+                row = logits[0].copy()
+                row[_END_TOKEN] = -np.inf
+                best[0] = int(np.argmax(row))
+            right = 0  # guesses the model agrees with
+            while right < len(guess) and best[right] == guess[right] and len(tokens) < max_tokens:
+                tokens.append(guess[right])
+                right += 1
+            kept += 1 + right
             for name, present in self._present_for_past.items():
-                # The cross-attention (encoder) cache is computed at step 0 only;
-                # later steps return a dummy [0, heads, 1, head_dim] tensor for it.
-                if step == 0 or ".decoder." in name:
+                # The cross-attention (encoder) cache is computed by the first call only;
+                # later calls return a dummy [0, heads, 1, head_dim] tensor for it.
+                if ".decoder." in name:
+                    past[name] = outputs[present][:, :, :kept]
+                elif first:
                     past[name] = outputs[present]
-        return tokens
+            token = int(best[right])
+            if token == _END_TOKEN or len(tokens) >= max_tokens:
+                return tokens
+            tokens.append(token)
+            guess = _guess(draft, tokens)
+            inputs = [token, *guess]
 
     def _decode(self, tokens: list[int]) -> str:
         text = b"".join(
             self._pieces[token] for token in tokens if token not in _SPECIAL_TOKENS and token < len(self._pieces)
         )
         return text.decode("utf-8", errors="replace").replace("\u2581", " ").strip()
+
+
+def _guess(draft: list[int], tokens: list[int]) -> list[int]:
+    """What followed the latest place in `draft` where its words were the last one or two of `tokens`."""
+    for n in (2, 1):
+        if len(tokens) < n:
+            continue
+        tail = tokens[-n:]
+        for j in range(len(draft) - n, -1, -1):
+            if draft[j : j + n] == tail:
+                return draft[j + n : j + n + _GUESS]
+    return []
 
 
 def _softmax_at(logits: np.ndarray, index: int) -> float:

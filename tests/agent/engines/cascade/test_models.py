@@ -86,3 +86,39 @@ def test_speech_starts_at_once(models):
     first = next(models.synthesizer.stream("It's 9:53 AM."))
     onset = np.flatnonzero(np.abs(first) > 0.01)[0]
     assert onset <= 24_000 * 0.02  # no padding before the voice: it would be pure latency
+
+
+class CountedCalls:
+    """An onnxruntime session wrapped to count its `run` calls."""
+
+    def __init__(self, session):
+        self.session, self.calls = session, 0
+
+    def run(self, *args, **kwargs):
+        self.calls += 1
+        return self.session.run(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.session, name)
+
+
+def test_moonshine_checks_a_draft_in_one_call_and_hears_exactly_the_same(models, tmp_path, monkeypatch):
+    """A pass over the turn so far gives the next one its tokens as a draft: the text is the same greedy decoding,
+    with or without a draft, right or wrong, and a right one saves a decoder call per token."""
+    recognizer = models.recognizer
+    counted = CountedCalls(recognizer._decoder)
+    monkeypatch.setattr(recognizer, "_decoder", counted)
+    audio = spoken("Please open the rear windows and turn the fan down a little, it is warm in here.", tmp_path,
+                   rate=16_000)  # fmt: skip
+    plain = recognizer.hear(audio)
+    plain_calls, counted.calls = counted.calls, 0
+    assert len(plain.tokens) >= 10 and plain_calls == len(plain.tokens) + 1  # one call a token, and the end
+    so_far = recognizer.hear(audio[: audio.size * 2 // 3])  # a pass while the user was still speaking
+    counted.calls = 0
+    drafted = recognizer.hear(audio, so_far.tokens)
+    print(f"{plain.text!r}: {plain_calls} decoder calls alone, {counted.calls} with the draft of {so_far.text!r}")
+    assert drafted == plain
+    assert counted.calls <= plain_calls // 2
+    rng = np.random.default_rng(5)
+    for draft in ((), plain.tokens, plain.tokens[::-1], tuple(rng.integers(3, 32000, 40)), plain.tokens * 2):
+        assert recognizer.hear(audio, draft) == plain  # never different, whatever the draft

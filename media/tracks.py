@@ -7,9 +7,7 @@ Thin asyncio edges around the sans-I/O framer and aligner.
 from __future__ import annotations
 
 import collections
-import contextlib
 import logging
-import os
 import queue
 import threading
 from collections.abc import Callable
@@ -25,6 +23,8 @@ from aiortc.rate import MIN_FRAME_PERIOD_HISTORY_LENGTH
 from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 from aiortc.rtp import RtpPacket
 from aiortc.utils import uint16_gt
+
+from media.priority import lower_thread
 
 log = logging.getLogger(__name__)
 
@@ -166,15 +166,6 @@ class BackgroundDecoding(queue.Queue):
             self._lowered.add(tid)
             lower_thread(tid)
         return super().get(block, timeout)
-
-
-def lower_thread(tid: int) -> None:
-    """Run a thread only on the idle time of its cores (SCHED_IDLE), else at nice 10."""
-    with contextlib.suppress(OSError, AttributeError):
-        os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
-        return
-    with contextlib.suppress(OSError):  # not permitted: keep the priority it has
-        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + 10)
 
 
 def is_vp8_key_frame(data: bytes) -> bool:

@@ -40,7 +40,9 @@ class Reply:
 
 
 class DialogPolicy(Protocol):
-    """Whether the user may talk over a reply is the `Profile`'s say (agent/profiles/__init__.py), not the policy's."""
+    """Whether the user may talk over a reply is the `Profile`'s say (agent/profiles/__init__.py), not the policy's.
+    A policy may also say whether it `understands(text) -> bool` a request as it stands, without acting on it:
+    the end of the turn is judged by it (agent/profiles/turn_words.py)."""
 
     def reply(self, text: str, ctx: DialogContext) -> Reply: ...
 
@@ -84,6 +86,11 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 
 
 class DefaultAssistant:
+    def understands(self, text: str) -> bool:
+        """It has an answer for `text` as it stands (no side effects: asked while the user may go on)."""
+        said = normalise(text)
+        return bool(said) and any(p.search(said) for _, p in _PATTERNS)
+
     def reply(self, text: str, ctx: DialogContext) -> Reply:
         said = normalise(text)
         if not said:

@@ -26,6 +26,10 @@ class InCarAssistant:
     def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         return {"name": name, "arguments": arguments, "result": self.car.call(name, arguments)}
 
+    def understands(self, text: str) -> bool:
+        """A command with all it needs, or something the general assistant answers (no side effects)."""
+        return parse(text, self.car.state.snapshot()) is not None or self._general.understands(text)
+
     def reply(self, text: str, ctx: DialogContext) -> Reply:
         command = parse(text, self.car.state.snapshot())
         if command is not None:

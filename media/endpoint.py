@@ -7,10 +7,13 @@ row; PAUSE once `pause_ms` have passed without voice (a likely end: engines
 start recognising there); RESUME if the user goes on after a PAUSE; END after
 `end_silence_ms` without voice, or when a turn reaches `max_turn_ms`.
 
-A pause may also be *judged*: a semantic model that hears the turn is
-complete (`judge(pause, True)`) lets it end after the shorter `quick_end_ms`; a
-verdict of incomplete, or none, waits the full `end_silence_ms`. A verdict
-holds for its pause only: the user going on clears it.
+A pause may also be *judged*: whoever hears what was said so far (a model of
+how finished it sounds, the words themselves) sets the silence that ends the
+turn from this pause on (`judge(pause, silence_ms)`): shorter than
+`end_silence_ms` for a turn that is plainly finished, longer for one that
+plainly is not ("set the temperature to ..."). Unjudged, a pause waits
+`end_silence_ms`. A verdict holds for its pause only: the user going on
+clears it.
 """
 
 from __future__ import annotations
@@ -38,7 +41,6 @@ class EndpointConfig:
     pause_ms: int = 160
     end_silence_ms: int = 480
     max_turn_ms: int = 30_000
-    quick_end_ms: int | None = None  # the silence that ends a turn judged complete; None: never judged
 
 
 class VoiceDetector(Protocol):
@@ -83,7 +85,7 @@ class Endpointer:
         self.paused = False
         self.start_tick: int | None = None
         self.last_voiced_tick: int | None = None
-        self.complete = False  # the current pause was judged the end of the turn
+        self.end_after_ms = self.config.end_silence_ms  # the silence that ends the turn: this pause's verdict
         self.pauses = 0  # PAUSE events so far: which pause a late verdict was about
         self._silent_ms = 0
         self._run = 0
@@ -96,7 +98,7 @@ class Endpointer:
             if self._run >= cfg.start_ticks:
                 self.in_speech = True
                 self.paused = False
-                self.complete = False
+                self.end_after_ms = cfg.end_silence_ms
                 self.start_tick = tick - cfg.start_ticks + 1
                 self.last_voiced_tick = tick
                 return EndpointEvent.START
@@ -104,13 +106,14 @@ class Endpointer:
         assert self.last_voiced_tick is not None and self.start_tick is not None
         if voiced:
             self.last_voiced_tick = tick
+            self._silent_ms = 0
             if self.paused:
                 self.paused = False
-                self.complete = False
+                self.end_after_ms = cfg.end_silence_ms
                 return EndpointEvent.RESUME
         silent_ms = self._silent_ms = (tick - self.last_voiced_tick) * TICK_MS
         too_long = (tick - self.start_tick + 1) * TICK_MS >= cfg.max_turn_ms
-        if silent_ms >= cfg.end_silence_ms or self._quick_end() or too_long:
+        if silent_ms >= self.end_after_ms or too_long:
             return self._end()
         if not self.paused and silent_ms >= cfg.pause_ms:
             self.paused = True
@@ -118,27 +121,28 @@ class Endpointer:
             return EndpointEvent.PAUSE
         return None
 
-    def judge(self, pause: int, complete: bool) -> EndpointEvent | None:
-        """A verdict on pause number `pause` (`pauses` when it began), given between ticks. END when it ends the
-        turn at once (judged complete and silent for `quick_end_ms` already); None otherwise. A verdict that
-        came too late (the user went on, or the turn already ended) is dropped."""
+    def judge(self, pause: int, silence_ms: int) -> EndpointEvent | None:
+        """A verdict on pause number `pause` (`pauses` when it began), given between ticks: the turn ends once
+        it has been silent for `silence_ms`. END when that is now (silent long enough already); None otherwise.
+        A verdict that came too late (the user went on, or the turn already ended) is dropped."""
         if not self.judging(pause):
             return None
-        self.complete = complete
-        return self._end() if self._quick_end() else None
+        self.end_after_ms = silence_ms
+        return self._end() if self._silent_ms >= silence_ms else None
+
+    @property
+    def silent_ms(self) -> int:
+        """How long the turn has been silent (0 on a voiced tick, and outside a turn)."""
+        return self._silent_ms if self.in_speech else 0
 
     def judging(self, pause: int) -> bool:
         """Pause number `pause` is still going on: a verdict on it counts."""
         return self.in_speech and self.paused and pause == self.pauses
 
-    def _quick_end(self) -> bool:
-        quick = self.config.quick_end_ms
-        return self.paused and self.complete and quick is not None and self._silent_ms >= quick
-
     def _end(self) -> EndpointEvent:
         self.in_speech = False
         self.paused = False
-        self.complete = False
+        self.end_after_ms = self.config.end_silence_ms
         self._run = 0
         return EndpointEvent.END
 

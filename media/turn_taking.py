@@ -60,9 +60,9 @@ class TurnTaking:
         self.utterance.add(chunk.audio, event, ep.in_speech)
         return TurnStep(event, event is EndpointEvent.START and self.barge_in and replying())
 
-    def judge(self, pause: int, complete: bool) -> TurnStep:
-        """A semantic verdict on pause number `pause`; an END here ends the turn between ticks."""
-        return TurnStep(self.endpointer.judge(pause, complete))
+    def judge(self, pause: int, silence_ms: int) -> TurnStep:
+        """A verdict on pause number `pause`: the silence that ends the turn; an END here ends it between ticks."""
+        return TurnStep(self.endpointer.judge(pause, silence_ms))
 
     def audio(self) -> np.ndarray:
         """The turn so far, less the silence after its last voiced tick (the same cut at a pause and at the end)."""

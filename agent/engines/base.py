@@ -50,9 +50,9 @@ class ToolCall:
 @dataclass(frozen=True, slots=True)
 class TurnEnd:
     interrupted: bool = False
-    # Engine-measured stage times in ms (e.g. recognition_ms, synthesis_ms),
-    # added to the turn's metrics message.
-    stages: dict[str, float] = field(default_factory=dict)
+    # Engine-measured stage times in ms (e.g. recognition_ms, synthesis_ms) and names (e.g. end_reason: what
+    # ended the turn), added to the turn's metrics message.
+    stages: dict[str, float | str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,7 +66,7 @@ class TurnTracker:
             cur.first_audio_ms = (now - self._start) * 1000
         return self._set("speaking")
 
-    def turn_end(self, interrupted: bool, stages: dict[str, float] | None = None) -> list[Message]:
+    def turn_end(self, interrupted: bool, stages: dict[str, float | str] | None = None) -> list[Message]:
         msgs: list[Message] = []
         cur = self._current
         if cur is not None:
@@ -87,5 +87,5 @@ class TurnTracker:
         return msgs + self._set("listening")
 
 
-def _round(v: float | None) -> float | None:
-    return None if v is None else round(v, 1)
+def _round(v: float | str | None) -> float | str | None:
+    return v if v is None or isinstance(v, str) else round(v, 1)

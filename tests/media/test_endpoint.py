@@ -35,38 +35,52 @@ def test_resume_after_pause():
     ]
 
 
-def judged(quick_end_ms=240):
-    return Endpointer(EndpointConfig(end_silence_ms=480, pause_ms=160, quick_end_ms=quick_end_ms))
+def judged():
+    return Endpointer(EndpointConfig(end_silence_ms=480, pause_ms=160))
 
 
 def feed(ep, ticks, first=0):
     return [(first + i, ev) for i, a in enumerate(ticks) if (ev := ep.update(first + i, a)) is not None]
 
 
-def test_a_pause_judged_complete_ends_after_the_short_silence():
+def test_a_pause_judged_finished_ends_after_the_short_silence():
     ep = judged()
     # speech on ticks 0-4; the pause comes at 160 ms of silence (tick 7)
     assert feed(ep, [tone()] * 5 + [QUIET] * 2) == [(1, EndpointEvent.START), (6, EndpointEvent.PAUSE)]
-    assert ep.judge(ep.pauses, True) is None  # 160 ms silent so far: not yet 240
+    assert ep.judge(ep.pauses, 240) is None  # 160 ms silent so far: not yet 240
     assert feed(ep, [QUIET], 7) == [(7, EndpointEvent.END)]  # 240 ms: the end, not at 480
-    assert not ep.in_speech and not ep.complete
+    assert not ep.in_speech and ep.end_after_ms == 480
 
 
-def test_a_verdict_that_arrives_after_the_short_silence_ends_the_turn_at_once():
+def test_a_verdict_that_arrives_after_its_silence_ends_the_turn_at_once():
     ep = judged()
     feed(ep, [tone()] * 5 + [QUIET] * 4)  # 320 ms of silence, still no verdict
     assert ep.in_speech
-    assert ep.judge(ep.pauses, True) is EndpointEvent.END
+    assert ep.judge(ep.pauses, 240) is EndpointEvent.END
     assert not ep.in_speech
 
 
-def test_incomplete_or_no_verdict_waits_the_full_silence():
-    for verdict in (False, None):
+def test_unjudged_or_judged_unsure_waits_the_full_silence():
+    for verdict in (480, None):
         ep = judged()
         feed(ep, [tone()] * 5 + [QUIET] * 2)
         if verdict is not None:
             assert ep.judge(ep.pauses, verdict) is None
         assert feed(ep, [QUIET] * 4, 7) == [(10, EndpointEvent.END)]  # 480 ms
+
+
+def test_a_pause_judged_unfinished_is_held_past_the_full_silence_until_the_user_goes_on():
+    ep = judged()
+    feed(ep, [tone()] * 5 + [QUIET] * 2)  # "set the temperature to ..."
+    assert ep.judge(ep.pauses, 1600) is None
+    assert feed(ep, [QUIET] * 10, 7) == []  # 960 ms of silence: still the user's turn
+    assert feed(ep, [tone()] * 3, 17) == [(17, EndpointEvent.RESUME)]  # "... twenty one degrees"
+    # the hold was that pause's: the next one waits the full silence again
+    assert feed(ep, [QUIET] * 6, 20) == [(21, EndpointEvent.PAUSE), (25, EndpointEvent.END)]
+    ep = judged()
+    feed(ep, [tone()] * 5 + [QUIET] * 2)
+    ep.judge(ep.pauses, 1600)
+    assert feed(ep, [QUIET] * 20, 7) == [(24, EndpointEvent.END)]  # nobody went on: 1600 ms ends it
 
 
 def test_a_late_verdict_is_dropped():
@@ -75,18 +89,11 @@ def test_a_late_verdict_is_dropped():
     stale = ep.pauses
     feed(ep, [tone()] * 2 + [QUIET] * 2, 7)  # the user went on and paused again
     assert ep.pauses == stale + 1
-    assert ep.judge(stale, True) is None and not ep.complete  # about the first pause: dropped
+    assert ep.judge(stale, 240) is None and ep.end_after_ms == 480  # about the first pause: dropped
     assert feed(ep, [QUIET], 11) == []  # still waiting
     ep = judged()
     feed(ep, [tone()] * 5 + [QUIET] * 6)  # the full silence ended the turn
-    assert not ep.in_speech and ep.judge(ep.pauses, True) is None
-
-
-def test_without_quick_end_a_verdict_changes_nothing():
-    ep = judged(None)
-    feed(ep, [tone()] * 5 + [QUIET] * 4)
-    assert ep.judge(ep.pauses, True) is None
-    assert feed(ep, [QUIET] * 2, 9) == [(10, EndpointEvent.END)]
+    assert not ep.in_speech and ep.judge(ep.pauses, 240) is None
 
 
 def test_single_click_is_not_a_turn():

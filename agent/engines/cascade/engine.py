@@ -1,16 +1,24 @@
 """The cascade engine: VAD endpointing, Moonshine, a dialog policy or a chat model, hibari TTS.
 
 Offline on the CPU, unless replies come from a chat model (`llm.py`).
-Latency comes from overlapping the stages with the user's own pause: when
-Silero VAD first sees a pause (160 ms), the audio so far is recognised,
-answered and the first sentence synthesised while the end-of-turn silence
-runs out; if the user goes on, that work is thrown away (a chat model's
-request closed). At the same pause smart-turn judges whether the turn sounds
-finished: if so it ends after a short silence (200 ms), if not it waits the
-full one (`smart_turn.py`). At the end of the turn the first speech frame is
-then usually ready at once. Each reply is spoken by a voice of its language
-(hibari for English, espeak-ng for others, captions only where there is
-none). Heavy work never runs on the event loop.
+Latency comes from doing the work before the turn has ended:
+- while the user speaks, the transcript is kept current (a pass every
+  ~0.5 s, each checking the one before: `moonshine.py`), on idle time;
+- at the first silent 80 ms tick a last pass hears the turn so far (only its
+  new words cost decoding); at the first pause (160 ms) the answer and its
+  first sentence's speech are made from it while the silence runs on; if the
+  user goes on, that work is thrown away (a chat model's request closed);
+- at the same pause the end of the turn is judged from sound and words
+  (`end_of_turn.py`): a finished request ends it after a short silence
+  (200 ms), an unfinished one ("... to") is held, the rest waits the full
+  silence;
+- what the camera shows is counted in the background (`vision.FaceWatch`),
+  so a camera question reads a ready answer.
+At the end of the turn the first speech frame is then usually ready at once.
+The pass at the pause never waits behind the background passes or the
+verdict: each kind of work has its own threads. Each reply is spoken by a
+voice of its language (hibari for English, espeak-ng for others, captions
+only where there is none). Heavy work never runs on the event loop.
 """
 
 from __future__ import annotations
@@ -19,9 +27,10 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,25 +38,28 @@ import numpy as np
 
 from agent.config import LlmConfig
 from agent.engines.base import EngineEvent, Error, SpeechFrame, TextDelta, ToolCall, TranscriptDelta, TurnEnd
+from agent.engines.cascade.end_of_turn import REASONS, WordsConfig, decide
 from agent.engines.cascade.llm import APOLOGY, ChatModel, LlmDialog, LlmError, ToolRun
 from agent.engines.cascade.models import SileroDetector, SpeechModels, load_models
 from agent.engines.cascade.smart_turn import SmartTurnConfig, load_smart_turn
+from agent.engines.cascade.vision import FaceWatch
 from agent.engines.outbox import Outbox
 from agent.profiles import Profile
 from agent.profiles.dialog import DefaultAssistant, DialogContext, DialogPolicy, Reply, Seen
 from agent.profiles.policies import make_policy
 from agent.profiles.prompts import language
 from agent.profiles.translate import close_all, voice
+from agent.profiles.turn_words import Words, WordsVerdict, judge_words
 from media.aligner import AlignedChunk
 from media.clock import INPUT_SAMPLES_PER_TICK, OUTPUT_SAMPLES_PER_FRAME, TICK_MS
 from media.endpoint import EndpointConfig, EndpointEvent
+from media.priority import lower_thread
 from media.turn_taking import TurnTaking
 
 log = logging.getLogger(__name__)
 
-PARTIAL_EVERY_TICKS = 12  # about one partial transcript a second, when the CPU is idle
-# smart-turn's verdicts on pauses, counted: `late` came after the user went on or the turn ended
-VERDICTS = ("complete", "incomplete", "late", "failed")
+PASS_EVERY_TICKS = 6  # the transcript kept current: a pass every 480 ms of speech, on idle time ...
+PASS_DUTY = 0.3  # ... or less often: a session's passes take at most this share of a core
 
 
 def _now() -> dt.datetime:
@@ -60,6 +72,15 @@ Part = tuple[str, Any]  # ("text", str) | ("speech", np.ndarray) | ("tool", call
 async def _nothing() -> AsyncIterator[Part]:
     return
     yield
+
+
+@dataclass(frozen=True)
+class Hearing:
+    """The last pass over a turn: its text, and when it started and was done (perf_counter)."""
+
+    text: str
+    started: float
+    done: float
 
 
 @dataclass
@@ -75,6 +96,7 @@ class Prepared:
     notice: str | None = None  # e.g. no voice for the reply's language: captions only
     error: str | None = None  # the chat model failed: said once, with a short spoken apology
     source: Any = None  # the chat model's stream: closed with the reply, whether or not it was spoken
+    heard_at: float | None = None  # when the recognition it answers was ready (perf_counter)
 
     async def close(self) -> None:
         for gen in (self.rest, self.source):
@@ -97,8 +119,11 @@ class CascadeEngine:
         llm: LlmConfig | None = None,
         recognizer: str = "moonshine",
         smart_turn: Any = True,
+        turn_words: Any = True,
+        faces_every_s: float = 1.0,
     ) -> None:
         self.smart_turn = SmartTurnConfig.from_option(smart_turn)
+        self.words = WordsConfig.from_option(turn_words)
         self.chat = ChatModel(llm) if llm is not None and llm.url else None
         self.models = models or load_models(recognizer=recognizer)
         self.turn_model = load_smart_turn() if self.smart_turn.enabled else None
@@ -106,11 +131,17 @@ class CascadeEngine:
         self.pause_ms = pause_ms
         self.partials = partials
         self.now = now
+        # what a reply waits for: the pass at the pause, the answer, its speech
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cascade")
-        self.in_flight = 0  # recognitions running: partials wait while any final one runs
+        self.judging = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cascade-judge")  # smart-turn
+        # the passes that keep transcripts current: on the cores' idle time
+        self.background = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="cascade-bg", initializer=lambda: lower_thread(threading.get_native_id())
+        )
+        self.faces = FaceWatch(self.models.faces, every_s=faces_every_s)
 
-    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+    async def run(self, fn: Callable[..., Any], *args: Any, on: Executor | None = None) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(on or self.executor, fn, *args)
 
     async def open_session(self, profile: Profile, options: dict[str, Any] | None = None) -> CascadeSession:
         opts = options or {}
@@ -137,7 +168,9 @@ class CascadeEngine:
         return voice(lang)
 
     async def close(self) -> None:
-        self.executor.shutdown(wait=False, cancel_futures=True)
+        for pool in (self.executor, self.judging, self.background):
+            pool.shutdown(wait=False, cancel_futures=True)
+        self.faces.close()
         close_all()
         if self.chat is not None:
             await self.chat.close()
@@ -159,46 +192,63 @@ class CascadeSession:
         self.profile = profile
         self.policy = policy
         self.outbox = Outbox()
-        quick_end = engine.smart_turn.end_silence_ms if engine.turn_model is not None else None
+        self.end_silence_ms = end_silence_ms
         self.turns = TurnTaking(
-            EndpointConfig(pause_ms=engine.pause_ms, end_silence_ms=end_silence_ms, quick_end_ms=quick_end),
+            EndpointConfig(pause_ms=engine.pause_ms, end_silence_ms=end_silence_ms),
             detector,
             barge_in=profile.barge_in,
-            keep_frames=6,
+            keep_frames=2,
         )
+        self.camera = engine.faces.watch()
         self.history: list[tuple[str, str]] = []
         self._speculation: asyncio.Task[Prepared] | None = None
         self._reply: asyncio.Task[None] | None = None
-        self._partial: asyncio.Task[None] | None = None
-        self._verdict: asyncio.Task[None] | None = None  # smart-turn judging the last pause
-        self._last_partial_tick = 0
+        self._pass: asyncio.Task[None] | None = None  # a background pass keeping the transcript current
+        self._hearing: tuple[int | None, asyncio.Task[Hearing]] | None = None  # the pass at a lull, by its voiced end
+        self._verdict: asyncio.Task[None] | None = None  # the end of the turn judged at the last pause
+        self._last_pass_tick = 0
+        self._pass_s = 0.0  # how long the last background pass took
+        self._draft: tuple[int, ...] = ()  # the turn's tokens as the latest pass heard them
+        self._draft_samples = 0  # how much of the turn that pass heard
+        self._pause_reason: str | None = None  # the verdict on the current pause
         self._turn = 0  # bumps at each user turn start: stale partials are dropped
         self._speculated = False  # the last turn's answer was made during the pause
+        self._saying: dict[str, float | str] = {}  # the figures of the reply being said, for its TurnEnd
         self._segment = 0
         self.text_only = False
-        self.verdicts = dict.fromkeys(VERDICTS, 0)
+        self.verdicts = dict.fromkeys(REASONS, 0)
 
     # ---- input ----
 
     def feed(self, chunk: AlignedChunk) -> None:
         step = self.turns.feed(chunk, self._replying)
+        if chunk.video is not None:
+            self.camera.offer(chunk.tick, chunk.video.image)
         if step.barge_in:
             self.interrupt()
         event = step.event
         if event is EndpointEvent.START:
             self._turn += 1
-            self._last_partial_tick = chunk.tick
+            self._last_pass_tick = chunk.tick
+            self._draft, self._draft_samples = (), 0
+            self._pause_reason = None
+            self._hearing = None
         elif event is EndpointEvent.PAUSE:
             audio = _nonempty(self.turns.audio())
-            self._speculation = self._spawn(self._prepare_from_audio(audio))
-            if self.engine.turn_model is not None:
-                self._verdict = self._spawn(self._judge(audio, self.turns.endpointer.pauses))
+            heard = self._heard_so_far(audio)
+            self._speculation = self._spawn(self._prepare_heard(heard))
+            if self.engine.turn_model is not None or self.engine.words.enabled:
+                self._verdict = self._spawn(self._judge(audio, heard, self.turns.endpointer.pauses))
         elif event is EndpointEvent.RESUME:
             self._drop_speculation()
+            self._pause_reason = None
         elif event is EndpointEvent.END:
             self._end_of_turn()
+        elif self.turns.endpointer.silent_ms == TICK_MS:  # a lull: maybe the end, so hear it all now
+            self._heard_so_far(_nonempty(self.turns.audio()))
+            self._last_pass_tick = chunk.tick
         elif self.turns.in_speech and self.engine.partials:
-            self._maybe_partial(chunk.tick)
+            self._maybe_pass(chunk.tick)
 
     def send_text(self, text: str) -> None:
         if self._replying() and self.profile.barge_in:
@@ -212,24 +262,23 @@ class CascadeSession:
             self._reply.cancel()  # a reply being said closes its stream as it stops
         self._drop_speculation()
         self._reply = None
-        self.outbox.cancel_reply()
+        self.outbox.cancel_reply()  # its TurnEnd too: this one carries its figures instead
         if was_active:
-            self.outbox.put(TurnEnd(interrupted=True))
+            self.outbox.put(TurnEnd(interrupted=True, stages=self._saying))
 
     def events(self) -> AsyncIterator[EngineEvent]:
         return self.outbox.__aiter__()
 
     def counters(self) -> dict[str, float]:
-        """smart-turn's verdicts (none when it is off)."""
-        if self.engine.turn_model is None:
-            return {}
+        """The end-of-turn verdicts, by reason (`end_of_turn.REASONS`)."""
         return {f"end_of_turn_{k}": v for k, v in self.verdicts.items()}
 
     async def close(self) -> None:
         self._drop_speculation()
-        for task in (self._reply, self._partial, self._verdict):
+        for task in (self._reply, self._pass, self._verdict):
             if task is not None:
                 task.cancel()
+        self.camera.close()
         self.outbox.close()
 
     # ---- turn handling ----
@@ -249,54 +298,95 @@ class CascadeSession:
             self._spawn(task.result().close())
 
     def _end_of_turn(self) -> None:
+        ended_at = time.perf_counter()
         self._speculated = self._speculation is not None
+        reason = self._pause_reason or "silence"
         turn = self.turns.end()
-        prepared = self._speculation or self._spawn(self._prepare_from_audio(_nonempty(turn.audio)))
+        prepared = self._speculation
+        if prepared is None:
+            prepared = self._spawn(self._prepare_heard(self._heard_so_far(_nonempty(turn.audio))))
         self._speculation = None
-        self._reply = self._spawn(self._deliver(prepared, turn.speech_end_tick, turn.end_tick, self._reply))
+        self._pause_reason = None
+        after = self._reply
+        self._reply = self._spawn(self._deliver(prepared, turn.speech_end_tick, turn.end_tick, after, ended_at, reason))
 
-    async def _judge(self, audio: np.ndarray, pause: int) -> None:
-        """smart-turn's verdict on a pause; a turn judged complete ends after the short silence (maybe now)."""
-        model = self.engine.turn_model
-        assert model is not None
-        try:
-            p = await self.engine.run(model.probability, audio)
-        except Exception:
-            log.exception("smart-turn failed: the turn waits the full silence")
-            self.verdicts["failed"] += 1
-            return
-        complete = p >= self.engine.smart_turn.threshold
+    async def _judge(self, audio: np.ndarray, heard: asyncio.Task[Hearing], pause: int) -> None:
+        """The verdict on a pause from sound and words (`end_of_turn.decide`); it may end the turn now."""
+        engine = self.engine
+        sound = None
+        if engine.turn_model is not None:  # asked at once, beside the recognition
+            sound = asyncio.ensure_future(engine.run(engine.turn_model.probability, audio, on=engine.judging))
+            sound.add_done_callback(_quiet)  # not awaited when the words decide
+        words: WordsVerdict | None = None
+        if engine.words.enabled:
+            try:
+                text = (await asyncio.shield(heard)).text
+                words = judge_words(text, getattr(self.policy, "understands", None))
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("cascade: the words' verdict failed; the sound decides")
+                self.verdicts["failed"] += 1
+        p = None
+        if sound is not None and (words is None or words.kind is Words.UNSURE):
+            try:
+                p = await sound
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("smart-turn failed: the words decide, or the full silence")
+                self.verdicts["failed"] += 1
+        st = engine.smart_turn
+        verdict = decide(words, p, st.threshold, st.end_silence_ms, self.end_silence_ms, engine.words.hold_ms)
         if not self.turns.endpointer.judging(pause):
             self.verdicts["late"] += 1
             return
-        self.verdicts["complete" if complete else "incomplete"] += 1
-        if self.turns.judge(pause, complete).event is EndpointEvent.END:
+        self.verdicts[verdict.reason] += 1
+        self._pause_reason = verdict.reason
+        if self.turns.judge(pause, verdict.silence_ms).event is EndpointEvent.END:
             self._end_of_turn()
 
-    def _maybe_partial(self, tick: int) -> None:
-        if tick - self._last_partial_tick < PARTIAL_EVERY_TICKS or self.engine.in_flight:
+    def _maybe_pass(self, tick: int) -> None:
+        every = max(PASS_EVERY_TICKS, self._pass_s / PASS_DUTY * 1000 / TICK_MS)  # a long turn's passes cost more
+        if tick - self._last_pass_tick < every or (self._pass is not None and not self._pass.done()):
             return
-        if self._partial is not None and not self._partial.done():
-            return
-        self._last_partial_tick = tick
-        self._partial = self._spawn(self._partial_transcript(np.concatenate(self.turns.utterance.chunks), self._turn))
+        self._last_pass_tick = tick
+        self._pass = self._spawn(self._keep_current(self.turns.audio(), self._turn))
 
-    async def _partial_transcript(self, audio: np.ndarray, turn: int) -> None:
-        text = await self.engine.run(self.models.recognizer.transcribe, audio)
-        if text and turn == self._turn and self.turns.in_speech:
-            self.outbox.put(TranscriptDelta("user", text, False))
-
-    async def _prepare_from_audio(self, audio: np.ndarray) -> Prepared:
-        self.engine.in_flight += 1
+    async def _keep_current(self, audio: np.ndarray, turn: int) -> None:
+        """A pass over the turn so far, on idle time: its tokens the next pass's draft, its text a partial."""
         t0 = time.perf_counter()
-        try:
-            text = await self.engine.run(self.models.recognizer.transcribe, audio)
-        finally:
-            self.engine.in_flight -= 1
-        heard = time.perf_counter()
-        prepared = await self._prepare(text)
-        prepared.timings["recognition_ms"] = (heard - t0) * 1000
-        prepared.timings["prepare_ms"] = (time.perf_counter() - t0) * 1000  # all of it: recognition to first speech
+        heard = await self.engine.run(self.models.recognizer.hear, audio, self._draft, on=self.engine.background)
+        self._pass_s = time.perf_counter() - t0  # waiting for the idle thread included: a busy server passes less
+        self._take(heard.tokens, audio.size, turn)
+        if heard.text and turn == self._turn and self.turns.in_speech:
+            self.outbox.put(TranscriptDelta("user", heard.text, False))
+
+    def _take(self, tokens: tuple[int, ...], samples: int, turn: int) -> None:
+        """A pass's tokens as the draft, unless a pass over more of the turn has already given one."""
+        if turn == self._turn and samples >= self._draft_samples:
+            self._draft, self._draft_samples = tokens, samples
+
+    def _heard_so_far(self, audio: np.ndarray) -> asyncio.Task[Hearing]:
+        """The pass over the turn up to its last voiced tick: the one started at the lull, or a new one."""
+        voiced_end = self.turns.endpointer.last_voiced_tick
+        if self._hearing is None or self._hearing[0] != voiced_end:
+            self._hearing = (voiced_end, self._spawn(self._hear(audio, self._turn)))
+        return self._hearing[1]
+
+    async def _hear(self, audio: np.ndarray, turn: int) -> Hearing:
+        """The pass a reply waits for: never behind the background passes or a verdict."""
+        t0 = time.perf_counter()
+        heard = await self.engine.run(self.models.recognizer.hear, audio, self._draft)
+        self._take(heard.tokens, audio.size, turn)
+        return Hearing(heard.text, t0, time.perf_counter())
+
+    async def _prepare_heard(self, heard: asyncio.Task[Hearing]) -> Prepared:
+        h = await asyncio.shield(heard)  # the verdict reads it too, and a dropped reply must not cancel it
+        prepared = await self._prepare(h.text)
+        prepared.timings["recognition_ms"] = (h.done - h.started) * 1000
+        prepared.timings["prepare_ms"] = (time.perf_counter() - h.started) * 1000  # recognition to first speech
+        prepared.heard_at = h.done
         return prepared
 
     def _speaker(self, lang: str, speak: bool = True) -> tuple[Any, str | None]:
@@ -311,10 +401,10 @@ class CascadeSession:
     async def _prepare(self, text: str) -> Prepared:
         if self.llm is not None:
             return await self._prepare_llm(text, self.llm)
-        frames = self.turns.images()[-3:]
+        tick = self.turns.tick
 
         def seen() -> Seen:
-            return Seen(self.models.faces.count_in(frames) if frames else None)
+            return Seen(self.camera.faces(tick))
 
         def work() -> Prepared:
             t0 = time.perf_counter()
@@ -336,8 +426,7 @@ class CascadeSession:
     async def _prepare_llm(self, text: str, llm: LlmDialog) -> Prepared:
         """Ask the chat model; wait for its first sentence (after any tool calls) and speak it; the rest follows
         in `Prepared.rest`. A failure is said in one short spoken apology."""
-        frames = self.turns.images()[-3:]
-        faces = await self.engine.run(self.models.faces.count_in, frames) if frames else None
+        faces = await self.engine.run(self.camera.faces, self.turns.tick)
         t0 = time.perf_counter()
         parts = llm.reply(llm.messages(text, self.history, self.engine.now(), faces))
         calls: list[dict[str, Any]] = []
@@ -395,6 +484,8 @@ class CascadeSession:
         speech_end_tick: int | None = None,
         end_tick: int | None = None,
         after: asyncio.Task[None] | None = None,
+        ended_at: float | None = None,
+        reason: str | None = None,
     ) -> None:
         """Say the reply once it is ready and the one before it (`after`, still speaking where the profile does
         not let the user cut it: an interpreter's segments) has been said."""
@@ -414,14 +505,20 @@ class CascadeSession:
             self.outbox.put(Error("turn_failed", f"{type(exc).__name__}: {exc}"))
             self.outbox.put(TurnEnd())
             return
+        if ended_at is not None and p.heard_at is not None:  # how long the reply waited for its words
+            p.timings["recognition_left_ms"] = max(0.0, p.heard_at - ended_at) * 1000
         try:
-            await self._say(p, speech_end_tick, end_tick)
+            await self._say(p, speech_end_tick, end_tick, reason)
         finally:
             await p.close()
 
-    async def _say(self, p: Prepared, speech_end_tick: int | None, end_tick: int | None) -> None:
+    async def _say(self, p: Prepared, speech_end_tick: int | None, end_tick: int | None, reason: str | None) -> None:
         out = self.outbox
         self._segment += 1
+        stages: dict[str, float | str] = {**p.timings, "speculative": float(end_tick is not None and self._speculated)}
+        if reason is not None:
+            stages["end_reason"] = reason
+        self._saying = stages
         user_extra: dict[str, Any] = {}
         reply_extra: dict[str, Any] = {"lang": p.reply.lang}
         if self.profile.interpreting:
@@ -457,7 +554,7 @@ class CascadeSession:
         if not p.complete:
             out.put(TranscriptDelta("assistant", said, True, extra=reply_extra))
         self.history = (self.history + [(p.text, said)])[-20:]
-        out.put(TurnEnd(stages={**p.timings, "speculative": float(speech_end_tick is not None and self._speculated)}))
+        out.put(TurnEnd(stages=stages))
 
     def _frames(self, pcm: np.ndarray, index: int) -> int:
         for start in range(0, pcm.size, OUTPUT_SAMPLES_PER_FRAME):

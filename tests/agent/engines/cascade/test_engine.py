@@ -11,7 +11,7 @@ import pytest
 from agent.client import AgentClient, CameraTrack
 from agent.engines.base import SpeechFrame, TextDelta, TurnEnd
 from agent.engines.cascade import CascadeEngine
-from agent.engines.cascade.engine import VERDICTS
+from agent.engines.cascade.end_of_turn import REASONS
 from agent.engines.cascade.models import load_models
 from agent.profiles import get_profile
 from tests.support import (
@@ -41,11 +41,14 @@ async def test_spoken_question_gets_spoken_answer(models, tmp_path):
         await media_flowing(client)
         turn = await ask(client, spoken("What time is it?", tmp_path))
         await client.close()
-        # smart-turn judged the pause, and /metrics counts its verdict
-        verdicts = [("omni_engine_events_total", (("event", f"end_of_turn_{k}"),)) for k in VERDICTS]
+        # the pause was judged, and /metrics counts the verdict by its reason
+        verdicts = [("omni_engine_events_total", (("event", f"end_of_turn_{k}"),)) for k in REASONS]
         metrics = await scrape_until(server.port, lambda m: sum(m.get(k, 0) for k in verdicts) >= 1, 10)
     print(f"user heard: {turn['user']!r}; reply: {turn['reply']!r}; figures: {turn['metrics']}")
-    assert sum(metrics.get(k, 0) for k in verdicts) >= 1, "no smart-turn verdict in /metrics"
+    assert sum(metrics.get(k, 0) for k in verdicts) >= 1, "no end-of-turn verdict in /metrics"
+    # the turn's figures say what ended it and how long the reply waited for the recognition after that
+    assert turn["metrics"]["end_reason"] in (*REASONS, "silence")
+    assert turn["metrics"]["recognition_left_ms"] >= 0
     assert wer("what time is it", turn["user"]) <= 0.25
     assert re.fullmatch(r"It's \d{1,2}:\d\d [AP]M\.", turn["reply"])
     # the reply's audio, recognised again, says the reply
@@ -74,6 +77,7 @@ async def test_barge_in_stops_speech_and_next_turn_is_answered(models, tmp_path)
     msgs = client.messages[start:]
     cut = next(i for i, m in enumerate(msgs) if m["type"] == "metrics")
     assert msgs[cut]["interrupted"] is True, msgs[cut]
+    assert msgs[cut]["recognition_ms"] > 0 and msgs[cut]["end_reason"], "the cut reply's figures were lost"
     assert flushed > 0  # queued speech was thrown away at once, not played out
     # after the interruption the page hears silence until the next answer starts
     t_cut = client.message_times[start + cut]

@@ -43,9 +43,10 @@ def llm(server: ChatServer | None, **kw) -> LlmConfig:
 
 
 @contextlib.asynccontextmanager
-async def cascade(models, chat: ChatServer | None, smart_turn: bool = True, **settings):
-    """A cascade engine whose replies come from `chat` (None: a URL where nothing listens); both closed after."""
-    engine = CascadeEngine(models=models, llm=llm(chat, **settings), smart_turn=smart_turn)
+async def cascade(models, chat: ChatServer | None, judged: bool = True, **settings):
+    """A cascade engine whose replies come from `chat` (None: a URL where nothing listens); both closed after.
+    `judged=False`: no verdict at a pause, so every pause waits the full silence."""
+    engine = CascadeEngine(models=models, llm=llm(chat, **settings), smart_turn=judged, turn_words=judged)
     try:
         yield engine
     finally:
@@ -171,18 +172,19 @@ async def test_barge_in_closes_the_request(models):
 async def test_going_on_after_a_pause_closes_the_request_made_at_the_pause(models, tmp_path):
     """The request starts at the first pause (speculation); the user goes on, so it is closed unanswered."""
     chat = ChatServer(lambda req: ["Too early."], first_token_s=30)
-    async with cascade(models, chat, smart_turn=False) as engine:  # smart-turn might end the turn at the pause
+    async with cascade(models, chat, judged=False) as engine:  # a verdict might end the turn at the pause
         session = await engine.open_session(get_profile("default"), {"end_silence_ms": 4000})
         words = to_16k(spoken("What is the capital of France", tmp_path))
         gap = np.zeros(int(2.5 * 16_000), np.float32)  # a pause (160 ms) that does not end the turn (4 s)
         audio = np.concatenate([words, gap, words])
         ticks = audio.size // INPUT_SAMPLES_PER_TICK
+        in_gap = (words.size / 16_000 + 2.0, (words.size + gap.size) / 16_000)
         for t in range(ticks):  # in real time: the speculation runs while the user is silent
             session.feed(AlignedChunk(t, audio[t * INPUT_SAMPLES_PER_TICK : (t + 1) * INPUT_SAMPLES_PER_TICK]))
             await asyncio.sleep(0.08)
-            if t * 0.08 > words.size / 16_000 + 2.0:
+            if in_gap[0] < t * 0.08 < in_gap[1]:
                 assert len(chat.requests) == 1, "no request was made at the pause"
-        assert await wait_until(lambda: chat.closed_early == 1, 10), "the request made at the pause stayed open"
+        assert await wait_until(lambda: chat.closed_early >= 1, 10), "the request made at the pause stayed open"
         await session.close()
 
 

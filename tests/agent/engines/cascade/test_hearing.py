@@ -1,0 +1,103 @@
+"""The transcript kept current while the user speaks, and the pass a reply waits for never queued behind others."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import numpy as np
+import pytest
+
+from agent.engines.base import TranscriptDelta, TurnEnd
+from agent.engines.cascade import CascadeEngine
+from agent.engines.cascade.models import load_models
+from agent.profiles import get_profile
+from media.aligner import AlignedChunk
+from media.clock import INPUT_SAMPLES_PER_TICK, TICK_MS
+from tests.support import to_16k
+
+
+@pytest.fixture(scope="module")
+def models():
+    return load_models()
+
+
+class Spy:
+    """The recogniser, noting each pass: its thread, the draft it was given and the tokens it heard."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.passes: list[tuple[str, int, int]] = []
+
+    def transcribe(self, audio):
+        return self.inner.transcribe(audio)
+
+    def hear(self, audio, draft=()):
+        heard = self.inner.hear(audio, draft)
+        self.passes.append((threading.current_thread().name, len(draft), len(heard.tokens)))
+        return heard
+
+
+async def speak(session, audio: np.ndarray, silence_s: float) -> list:
+    """`audio` then silence into the session in real time; every event until the reply's end (or the time)."""
+    events: list = []
+
+    async def watch():
+        async for ev in session.events():
+            events.append(ev)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        audio = np.concatenate([audio, np.zeros(int(silence_s * 16_000), np.float32)])
+        for tick in range(audio.size // INPUT_SAMPLES_PER_TICK):
+            session.feed(AlignedChunk(tick, audio[tick * INPUT_SAMPLES_PER_TICK : (tick + 1) * INPUT_SAMPLES_PER_TICK]))
+            await asyncio.sleep(TICK_MS / 1000)
+            if any(isinstance(e, TurnEnd) for e in events):
+                break
+        return events
+    finally:
+        watcher.cancel()
+
+
+def hibari(models, text):
+    tts = models.synthesizer
+    return to_16k(np.concatenate(list(tts.stream(text))), tts.rate)
+
+
+async def test_passes_while_speaking_leave_the_pass_at_the_pause_only_the_new_words(models, monkeypatch):
+    spy = Spy(models.recognizer)
+    monkeypatch.setattr(models, "recognizer", spy)
+    engine = CascadeEngine(models=models)
+    session = await engine.open_session(get_profile("default"))
+    question = "Could you please tell me what the date is today and which day of the week it is in London?"
+    try:
+        events = await speak(session, hibari(models, question), 3.0)
+    finally:
+        await session.close()
+        await engine.close()
+    partials = [e.text for e in events if isinstance(e, TranscriptDelta) and e.role == "user" and not e.final]
+    finals = [e.text for e in events if isinstance(e, TranscriptDelta) and e.role == "user" and e.final]
+    print("passes (thread, draft, heard):", spy.passes, "partials:", partials)
+    background = [p for p in spy.passes if p[0].startswith("cascade-bg")]
+    assert len(background) >= 4, "the transcript was not kept current while the user spoke"
+    assert len(partials) >= 3 and "date" in partials[-1].lower()
+    assert len(finals) == 1 and "london" in finals[0].lower()
+    last = [p for p in spy.passes if not p[0].startswith("cascade-bg")][-1]  # the pass the reply waited for
+    assert last[1] >= last[2] // 2, f"the pass at the pause had little of its words as a draft: {last}"
+
+
+async def test_the_pass_at_the_pause_never_waits_behind_background_passes_or_a_verdict(models):
+    engine = CascadeEngine(models=models)
+    stuck = threading.Event()
+    for pool in (engine.background, engine.judging):  # each busy with something that never ends
+        pool.submit(stuck.wait)
+    session = await engine.open_session(get_profile("in_car"))
+    try:
+        events = await speak(session, hibari(models, "Please lock the car doors."), 4.0)
+    finally:
+        stuck.set()
+        await session.close()
+        await engine.close()
+    finals = [e.text for e in events if isinstance(e, TranscriptDelta) and e.role == "user" and e.final]
+    assert finals and "lock" in finals[0].lower(), "no answer while the other threads were busy"
+    assert any(isinstance(e, TurnEnd) for e in events)

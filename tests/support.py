@@ -496,6 +496,16 @@ def read_wav(path: Path) -> tuple[np.ndarray, int]:
         return data.reshape(-1, w.getnchannels())[:, 0].copy(), w.getframerate()
 
 
+def write_wav(path: Path, pcm: np.ndarray, rate: int) -> Path:
+    """Mono 16-bit, clipped."""
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes((np.clip(pcm, -1, 1) * 32767).astype("<i2").tobytes())
+    return path
+
+
 def loopback_only() -> bool:
     """True inside a network namespace whose only interface is loopback."""
     # /proc/net/dev follows the network namespace (/sys/class/net does not)

@@ -9,12 +9,13 @@ const RAW = params.get("raw") === "1";
 const VOICED = 0.02; // RMS level that counts as voice, for the client's own latency figure
 
 const omni = (window.omni = {
-  states: [], messages: [], remotePeak: 0, remoteVoicedBlocks: 0, v2v: [], connected: false,
+  states: [], messages: [], messageTimes: [], remotePeak: 0, remoteVoicedBlocks: 0, v2v: [], v2vTurns: [],
+  connected: false, micStartedAt: null,
 });
 
 let ws = null, pc = null, micStream = null, camStream = null, videoSender = null;
 let audioCtx = null, meters = [], lastVoicedAt = 0, awaitingReply = false;
-let turnNodes = new Map();
+let turnNodes = new Map(), lastUserTurn = null;
 
 function setState(state, text) {
   const el = $("state");
@@ -161,8 +162,15 @@ function pollMeters() {
   if (meters.length) requestAnimationFrame(pollMeters);
 }
 
+// The mic's noise floor, which falls at once and rises over some 20 s: in a car the road noise is above VOICED,
+// so voice is what also stands, smoothed over ~50 ms, 6 dB above the floor (in a quiet room the floor stays
+// near zero and the figure is what it was without one).
+let micFloor = null, micSmooth = null;
 function onMicLevel(level) {
-  if (level > VOICED && micStream && micStream.getAudioTracks()[0].enabled) lastVoicedAt = performance.now();
+  micSmooth = micSmooth === null ? level : 0.7 * micSmooth + 0.3 * level;
+  micFloor = micFloor === null || micSmooth < micFloor ? micSmooth : micFloor + 0.001 * (micSmooth - micFloor);
+  const voiced = level > VOICED && micSmooth > 2 * micFloor;
+  if (voiced && micStream && micStream.getAudioTracks()[0].enabled) lastVoicedAt = performance.now();
 }
 
 function onRemoteLevel(level) {
@@ -173,6 +181,7 @@ function onRemoteLevel(level) {
       const v2v = performance.now() - lastVoicedAt;
       awaitingReply = false;
       omni.v2v.push(v2v);
+      omni.v2vTurns.push(lastUserTurn); // which turn the figure is of: the user's last finished one
       $("m-v2v").textContent = fmt(v2v);
       send({ type: "client_metrics", voice_to_voice_ms: Math.round(v2v) });
     }
@@ -189,6 +198,7 @@ function onMessage(ev) {
   let msg;
   try { msg = JSON.parse(ev.data); } catch { return; }
   omni.messages.push(msg);
+  omni.messageTimes.push(performance.now());
   switch (msg.type) {
     case "answer":
       $("engine").textContent = `engine ${msg.engine} · profile ${msg.profile}`;
@@ -202,6 +212,7 @@ function onMessage(ev) {
       break;
     case "transcript":
       addLine(msg.role, msg.text, { turn: msg.turn, final: msg.final });
+      if (msg.role === "user" && msg.final) lastUserTurn = msg.turn;
       if (msg.segment != null && msg.final) caption(msg);
       break;
     case "metrics":
@@ -242,6 +253,7 @@ async function connect() {
     micStream = await navigator.mediaDevices.getUserMedia({
       audio: { channelCount: 1, echoCancellation: !RAW, noiseSuppression: !RAW, autoGainControl: !RAW },
     });
+    omni.micStartedAt = performance.now(); // what the page's times are counted from, for tests and benchmarks
   } catch (e) {
     setState("idle");
     showError(`The microphone is needed: ${e.message || e}`);
@@ -289,6 +301,7 @@ function hangUp() {
   if (micStream) micStream.getTracks().forEach((t) => t.stop());
   ws = pc = micStream = null;
   meters = [];
+  micFloor = micSmooth = null;
   setConnected(false);
   setState("idle");
 }

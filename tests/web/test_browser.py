@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import loopback_only, speech_wav
+from tests.support import loopback_only, pink_noise, read_wav, speech_wav, write_wav
 
 pytestmark = pytest.mark.browser
 
@@ -66,8 +66,9 @@ def cascade_url():
 
 
 @contextlib.contextmanager
-def browser(tmp_path: Path, said: str):
-    """A page in headless Chromium whose microphone says `said` (then silence, looped)."""
+def browser(tmp_path: Path, said: str, noise_rms: float = 0.0):
+    """A page in headless Chromium whose microphone says `said` (then silence, looped), under steady pink noise
+    of `noise_rms` if given (a car's: louder than the page's own threshold for voice)."""
     if not loopback_only():
         pytest.skip(
             "Chromium offers every local address as an ICE candidate; this test runs only in a "
@@ -78,6 +79,9 @@ def browser(tmp_path: Path, said: str):
     from playwright.sync_api import sync_playwright
 
     wav = speech_wav(said, tmp_path / "speech.wav")
+    if noise_rms:
+        pcm, rate = read_wav(wav)
+        write_wav(wav, pcm + noise_rms * pink_noise(pcm.size, seed=3), rate)
     with sync_playwright() as p:
         ctx = p.chromium.launch_persistent_context(
             str(tmp_path / "profile"),
@@ -145,6 +149,22 @@ def test_page_gets_a_spoken_answer_from_the_default_engine(cascade_url, tmp_path
         assert page.locator("#transcript li.assistant").first.inner_text() == reply
         Path("results").mkdir(exist_ok=True)
         page.screenshot(path="results/page-cascade.png", full_page=True)
+
+
+def test_the_pages_own_voice_to_voice_figure_holds_in_road_noise(cascade_url, tmp_path):
+    """Noise louder than the page's voice threshold runs through the whole call: the figure still counts from the
+    end of the voice, so it is at least the server's own end-of-turn wait, and it is the figure of that turn."""
+    with browser(tmp_path, "What time is it?", noise_rms=0.05) as page:
+        page.goto(cascade_url + "?raw=1")  # no noise suppression in the browser: the page sees the noise
+        page.click("#connect")
+        page.wait_for_function("window.omni.v2v.length > 0 && window.omni.messages.some(m => m.type === 'metrics')",
+                               timeout=60_000)  # fmt: skip
+        msgs = page.evaluate("window.omni.messages")
+        v2v, turn = page.evaluate("window.omni.v2v[0]"), page.evaluate("window.omni.v2vTurns[0]")
+    metrics = next(m for m in msgs if m["type"] == "metrics")
+    print(f"voice to voice in noise, measured in the page: {v2v:.0f} ms; the server's figures: {metrics}")
+    assert turn == metrics["turn"]
+    assert v2v >= metrics["endpoint_ms"], "the page counted the noise as voice"
 
 
 def test_page_in_car_panel_follows_spoken_commands(cascade_url, tmp_path):

@@ -365,13 +365,18 @@ def cpu_list(text: str) -> set[int]:
     return cpus
 
 
-def spawn_server(*args: str, cpus: set[int] | None = None) -> tuple[subprocess.Popen[str], str]:
+def spawn_server(
+    *args: str, cpus: set[int] | None = None, cwd: Path | None = None
+) -> tuple[subprocess.Popen[str], str]:
     """`omni-agent serve ARGS` on a free loopback port, no transcripts, on `cpus` if given (every thread it
-    starts inherits them); returns it and its http URL."""
+    starts inherits them), from the checkout `cwd` if given (another version's code, for a before-and-after);
+    returns it and its http URL."""
     cmd = [sys.executable, "-m", "agent.cli", "serve", "--port", "0", "--host-address", "127.0.0.1"]
     cmd += ["--transcripts", "", "--log-level", "warning", *args]
     pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=pin)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=pin, cwd=cwd
+    )
     assert proc.stdout is not None
     for _ in range(50):
         line = proc.stdout.readline()

@@ -74,6 +74,7 @@ class MicrophoneTrack(MediaStreamTrack):
         self._next_id = 0
         self.sent_at: dict[int, float] = {}
         self._current: int | None = None
+        self.background: np.ndarray | None = None  # mixed under everything sent, looped (a car's cabin noise)
 
     def play(self, pcm: np.ndarray) -> int:
         """Queue audio; returns an id for `sent_at`."""
@@ -93,6 +94,9 @@ class MicrophoneTrack(MediaStreamTrack):
         self._buf = self._buf[FRAME:]
         pcm = np.zeros(FRAME, np.float32)
         pcm[: chunk.size] = chunk
+        if self.background is not None and self.background.size:
+            at = self._pts % self.background.size
+            pcm += np.take(self.background, np.arange(at, at + FRAME), mode="wrap")
         s16 = (np.clip(pcm, -1, 1) * 32767).astype(np.int16)
         data = np.repeat(s16, self.channels).reshape(1, -1)
         frame = av.AudioFrame.from_ndarray(data, format="s16", layout="stereo" if self.channels == 2 else "mono")
@@ -164,9 +168,11 @@ class AgentClient:
         video: MediaStreamTrack | None = None,
         jitter_prefetch: int = 0,
         mic: Microphone | None = None,
+        stock_receiver: bool = False,
     ) -> None:
         self.url = url
         self.jitter_prefetch = jitter_prefetch
+        self.stock_receiver = stock_receiver  # aiortc's own receiver as any aiortc app has it: its jitter buffer
         self.target_lang: str | None = None
         self.token: str | None = None
         self.text_only = False  # ask for replies in text only
@@ -190,7 +196,8 @@ class AgentClient:
         if self.camera is not None:
             pc.addTrack(self.camera)
         pc.on("track", self._on_track)
-        tune_receivers(pc, self.jitter_prefetch, channels=1)
+        if not self.stock_receiver:
+            tune_receivers(pc, self.jitter_prefetch, channels=1)
         await pc.setLocalDescription(await pc.createOffer())  # gathers all candidates
         offer = {"type": "offer", "sdp": pc.localDescription.sdp, "profile": self.profile}
         if self.target_lang:
@@ -211,7 +218,9 @@ class AgentClient:
         return self.answer
 
     def _on_track(self, track: MediaStreamTrack) -> None:
-        if track.kind == "audio":
+        if track.kind == "audio" and self.stock_receiver:
+            self._tasks.append(asyncio.create_task(self._pull(track)))
+        elif track.kind == "audio":
             assert self.pc is not None
             decoder = audio_decoder(self.pc, track)
             assert decoder is not None, "connect() tunes every audio receiver"
@@ -220,6 +229,15 @@ class AgentClient:
     def _record(self, frame: av.AudioFrame) -> None:
         self.received.rate = frame.sample_rate
         self._keep(frame.to_ndarray().reshape(-1) * np.float32(1 / 32768), time.monotonic())  # decoded to mono
+
+    async def _pull(self, track: MediaStreamTrack) -> None:
+        """Frames as an aiortc application reads them: `recv()`, after aiortc's jitter buffer and decoder."""
+        with contextlib.suppress(MediaStreamError):
+            while True:
+                frame = await track.recv()
+                self.received.rate = frame.sample_rate
+                pcm = frame.to_ndarray().reshape(-1, len(frame.layout.channels)).mean(axis=1)
+                self._keep(pcm.astype(np.float32) * np.float32(1 / 32768), time.monotonic())
 
     def _keep(self, mono: np.ndarray, at: float) -> None:
         """One frame that came back at `at` (monotonic), float32 mono at `received.rate`."""

@@ -12,8 +12,8 @@ Latency comes from doing the work before the turn has ended:
   (`end_of_turn.py`): a finished request ends it after a short silence
   (200 ms), an unfinished one ("... to") is held, the rest waits the full
   silence;
-- what the camera shows is counted in the background (`vision.FaceWatch`),
-  so a camera question reads a ready answer.
+- what the camera shows is counted in the background when the user starts
+  to speak (`vision.FaceWatch`), so a camera question reads a ready answer.
 At the end of the turn the first speech frame is then usually ready at once.
 The pass at the pause never waits behind the background passes or the
 verdict: each kind of work has its own threads. Each reply is spoken by a
@@ -120,7 +120,7 @@ class CascadeEngine:
         recognizer: str = "moonshine",
         smart_turn: Any = True,
         turn_words: Any = True,
-        faces_every_s: float = 1.0,
+        faces_every_s: float = 10.0,
     ) -> None:
         self.smart_turn = SmartTurnConfig.from_option(smart_turn)
         self.words = WordsConfig.from_option(turn_words)
@@ -228,6 +228,7 @@ class CascadeSession:
             self.interrupt()
         event = step.event
         if event is EndpointEvent.START:
+            self.camera.look()  # a question about the camera is about what it shows now
             self._turn += 1
             self._last_pass_tick = chunk.tick
             self._draft, self._draft_samples = (), 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import collections
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -54,16 +53,18 @@ class FaceCounter:
 class FaceWatch:
     """What every session's camera shows, counted ahead: the reply reads a count that is ready.
 
-    Counting the faces in a frame costs ~40-100 ms; done when the user asks,
+    Counting the faces in a frame costs ~40-100 ms; done when the user asked,
     it added that to every camera question (three frames: ~0.3 s). Here one
-    thread, run only on the cores' idle time, counts each session's newest
-    frame about once every `every_s`, the session whose count is oldest
-    first; a busy server counts less often, never later speech. A reply
-    takes the median of the last few counts, or counts the newest frame itself
-    when none is recent (the camera just came on, or the server is too busy).
+    thread, run only on the cores' idle time, counts a session's newest frame
+    when the user starts to speak (`Watched.look`: a question about the camera
+    is about what it shows then, and is over a second away from its answer)
+    and otherwise every `every_s`, to keep the count of a silent camera
+    current; a busy server counts later, never delays speech. Counting every
+    session's camera once a second cost more than the rest of a camera
+    session (a core held 3 camera sessions against 5 without).
     """
 
-    def __init__(self, counter: FaceCounter, every_s: float = 1.0, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, counter: FaceCounter, every_s: float = 10.0, clock: Callable[[], float] = time.monotonic):
         self.counter, self.every_s, self.clock = counter, every_s, clock
         self._cond = threading.Condition()
         self._watched: list[Watched] = []
@@ -90,54 +91,61 @@ class FaceWatch:
             self._thread.join(5)
 
     def _due(self) -> Watched | None:
-        """The session whose newest frame has gone uncounted longest, if its count is `every_s` old."""
+        """A session with a frame not counted yet that asked for a count, else the one whose count is oldest if
+        that is `every_s` old."""
         now = self.clock()
-        due = [w for w in self._watched if w._frame is not None and now - w._counted_at >= self.every_s]
-        return min(due, key=lambda w: w._counted_at, default=None)
+        due = [w for w in self._watched if w._frame is not None and (w._wanted or now - w._counted_at >= self.every_s)]
+        return min(due, key=lambda w: (not w._wanted, w._counted_at), default=None)
 
     def _run(self) -> None:
         lower_thread(threading.get_native_id())
         while True:
             with self._cond:
                 while not self._stop and (w := self._due()) is None:
-                    self._cond.wait(self.every_s / 4 if self._watched else None)
+                    self._cond.wait(1.0 if self._watched else None)
                 if self._stop:
                     return
                 assert w is not None
                 tick, image = w._frame  # type: ignore[misc]
-                w._frame = None
+                w._frame, w._wanted = None, False
                 w._counted_at = self.clock()
             n = self.counter.count(image)
             with self._cond:
-                w._counts.append((tick, n))
+                w._count = (tick, n)
                 self.counted += 1
 
 
 class Watched:
     """One session's camera in a FaceWatch: frames in as they come, counts out."""
 
-    def __init__(self, watch: FaceWatch, keep: int = 3) -> None:
+    def __init__(self, watch: FaceWatch) -> None:
         self._watch = watch
         self._frame: tuple[int, np.ndarray] | None = None  # the newest, not counted yet
         self._newest: tuple[int, np.ndarray] | None = None
-        self._counts: collections.deque[tuple[int, int]] = collections.deque(maxlen=keep)
+        self._count: tuple[int, int] | None = None  # the last count: its frame's tick, and the faces in it
         self._counted_at = -float("inf")
+        self._wanted = False
 
     def offer(self, tick: int, image: np.ndarray) -> None:
         with self._watch._cond:
             self._frame = self._newest = (tick, image)
             self._watch._cond.notify()
 
-    def faces(self, now_tick: int, fresh_ticks: int = 40) -> int | None:
-        """Faces in view lately: the median of the counts of the last `fresh_ticks` (3.2 s); counted here, on the
-        newest frame, if none is that recent; None when no frame is (the camera is off)."""
+    def look(self) -> None:
+        """Count the newest frame soon (the user started to speak)."""
         with self._watch._cond:
-            counts = sorted(n for tick, n in self._counts if now_tick - tick <= fresh_ticks)
-            newest = self._newest
-        if counts:
-            return counts[len(counts) // 2]
+            self._wanted = True
+            self._watch._cond.notify()
+
+    def faces(self, now_tick: int, fresh_ticks: int = 40, count_ticks: int = 125) -> int | None:
+        """Faces in view: None when no frame came in the last `fresh_ticks` (3.2 s: the camera is off), else the
+        last count if its frame is of the last `count_ticks` (10 s), else counted here, on the newest frame."""
+        with self._watch._cond:
+            count, newest = self._count, self._newest
         if newest is None or now_tick - newest[0] > fresh_ticks:
             return None
+        if count is not None and now_tick - count[0] <= count_ticks:
+            return count[1]
         return self._watch.counter.count(newest[1])
 
     def close(self) -> None:

@@ -47,6 +47,13 @@ _MODALS = frozenset("can could would will do did should shall may might must".sp
 _TENS = frozenset("twenty thirty forty fifty sixty seventy eighty ninety hundred thousand point minus".split())
 _TENS_DIGITS = re.compile(r"^[2-9]0$|^\d*00$")
 _WH = frozenset("what what's when where where's who who's whom whose why which how how's".split())
+# a question may end on its preposition ("what can you help me with?", "who is it for?")
+_STRANDED = frozenset("to of for at with into onto".split())
+# "what I want to know is ...", "the problem is ...": the copula after these waits for what it introduces
+_CLEFT = frozenset(
+    """know want need ask wonder say mean think like hope wanted needed asked wondered said meant thought hoped
+    problem question thing point idea plan reason truth""".split()
+)
 _HANGING = (",", ":", ";", "-", "…")
 
 
@@ -60,8 +67,12 @@ def judge_words(text: str, understood: Callable[[str], bool] | None = None) -> W
     if raw.endswith(_HANGING):
         return WordsVerdict(Words.UNFINISHED, f"ends with '{raw[-1]}'")
     last = words[-1]
+    if last in _STRANDED and words[0] in _WH:
+        return WordsVerdict(Words.UNSURE, "")  # "what is it for?", but also "what is the capital of ...": unsure
     if last in DANGLING:
         return WordsVerdict(Words.UNFINISHED, f"ends with '{last}'")
+    if last in ("is", "was") and len(words) > 1 and words[-2] in _CLEFT:
+        return WordsVerdict(Words.UNFINISHED, f"ends with '{words[-2]} {last}'")
     if last in ("you", "i", "we", "they") and len(words) > 1 and words[-2] in _MODALS:
         return WordsVerdict(Words.UNFINISHED, f"ends with '{words[-2]} {last}'")
     if last in _TENS or _TENS_DIGITS.match(last):

@@ -24,6 +24,8 @@ ASSISTANT = DefaultAssistant().understands
         "How many people can you?",
         "Remind me, um?",
         "What I really want to know is:",  # a colon or a comma says more is coming
+        "What I merely wanted to know is",  # a copula that introduces what follows
+        "The problem is.",
         "My sister,",
         "Set the temperature to 20.",  # "twenty ..." may be "twenty one"
         "Set the temperature to twenty",
@@ -60,6 +62,9 @@ def test_a_request_understood_as_it_stands_or_a_wh_question_is_finished(text, un
         "Repeat that.",
         "Do you know what day it is?",
         "I know what you do.",
+        "What are you able to help me with?",  # a question's stranded preposition ...
+        "What is the capital of",  # ... cannot be told from an unfinished one by the words: the sound decides
+        "Do you know where the station is?",
         "",
     ],
 )

@@ -374,9 +374,7 @@ def spawn_server(
     cmd = [sys.executable, "-m", "agent.cli", "serve", "--port", "0", "--host-address", "127.0.0.1"]
     cmd += ["--transcripts", "", "--log-level", "warning", *args]
     pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=pin, cwd=cwd
-    )
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=pin, cwd=cwd)
     assert proc.stdout is not None
     for _ in range(50):
         line = proc.stdout.readline()

@@ -131,12 +131,21 @@ ENTRIES = (
     E("Stop the music.", "command", "in_car"),
     E("Set the air conditioning to twenty two degrees.", "command", "in_car"),
     E("Shut the sunroof.", "command", "in_car"),
-    E("I'd like it a bit warmer in here and the fan a little quieter, because my feet are getting cold.", "command",
-      "in_car"),
-    E("If it's not too much trouble, please open the sunroof and the front windows for some fresh air.", "command",
-      "in_car"),
-    E("When you get a moment, could you open the rear windows and then turn the fan down a little?", "command",
-      "in_car"),
+    E(
+        "I'd like it a bit warmer in here and the fan a little quieter, because my feet are getting cold.",
+        "command",
+        "in_car",
+    ),
+    E(
+        "If it's not too much trouble, please open the sunroof and the front windows for some fresh air.",
+        "command",
+        "in_car",
+    ),
+    E(
+        "When you get a moment, could you open the rear windows and then turn the fan down a little?",
+        "command",
+        "in_car",
+    ),
     # a hesitation in mid-sentence
     E("Set the temperature to | twenty one degrees.", "command", "in_car"),
     E("Could you open the | rear left window?", "command", "in_car"),
@@ -256,6 +265,9 @@ def summary(clip_list: list[Clip]) -> dict:
         "kinds": {k: sum(c.entry.kind == k for c in clip_list) for k in ("question", "command", "statement", "camera")},
         "hesitations": sum(c.pause_s > 0 for c in clip_list),
         "voices": {v.name: sum(c.voice == v for c in clip_list) for v in VOICES},
-        "speech_seconds": {"min": round(min(secs), 2), "median": round(float(np.median(secs)), 2),
-                           "max": round(max(secs), 2)},  # fmt: skip
+        "speech_seconds": {
+            "min": round(min(secs), 2),
+            "median": round(float(np.median(secs)), 2),
+            "max": round(max(secs), 2),
+        },  # fmt: skip
     }

@@ -18,9 +18,7 @@ from agent.session.pump import ALIGNER_COUNTERS, SessionPump
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 # Stages a turn's metrics message may carry (as `<stage>_ms`); voice to voice comes from the client.
-TURN_STAGES = (
-    "endpoint", "recognition_left", "first_text", "first_audio", "llm_first_token", "llm_first_sentence"
-)
+TURN_STAGES = ("endpoint", "recognition_left", "first_text", "first_audio", "llm_first_token", "llm_first_sentence")
 
 
 class ServerMetrics:

@@ -88,8 +88,8 @@ async def turns_of(session, audio: np.ndarray, seconds: float) -> list[Transcrip
 
 
 async def test_a_slow_speakers_pause_after_to_is_not_the_end_of_the_turn(models):
-    """"Set the temperature to ... (1.2 s) ... twenty one degrees": one turn, though the full silence is 480 ms
-    and the voice falls at "to" (smart-turn calls hibari's every pause finished)."""
+    """A slow speaker's "set the temperature to ... (1.2 s) ... twenty one degrees" is one turn, though the full
+    silence is 480 ms and the voice falls at "to" (smart-turn calls hibari's every pause finished)."""
     engine = CascadeEngine(models=models)
     session = await engine.open_session(get_profile("in_car"), {"end_silence_ms": 480})
     gap = np.zeros(int(1.2 * 16_000), np.float32)

@@ -55,7 +55,8 @@ async def test_spoken_question_gets_spoken_answer(models, tmp_path):
     heard = models.recognizer.transcribe(to_16k(turn["audio"]))
     print(f"the returned audio says: {heard!r}")
     assert "it's" in heard.lower() or "it is" in heard.lower()
-    assert re.search(r"\d", heard)
+    # the time, in digits or words ("twelve thirty six am": Moonshine spells some times out)
+    assert re.search(r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|o'clock)\b", heard.lower())
     assert turn["metrics"]["first_audio_ms"] is not None
 
 

@@ -10,17 +10,34 @@ import copy
 import os
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
 from agent.profiles import NAMES as PROFILES
+
+T = TypeVar("T")
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
 
 class ConfigError(ValueError):
     pass
+
+
+def switch_or_fields(cls: type[T], value: Any, where: str) -> T:
+    """An engine option that is true (the defaults), false (`enabled=False`) or a mapping of `cls`'s fields."""
+    if value is None or value is True:
+        return cls()
+    if value is False:
+        return cls(enabled=False)  # type: ignore[call-arg]
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}: expected true, false or a mapping, got {value!r}")
+    known = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    unknown = sorted(set(value) - set(known))
+    if unknown:
+        raise ValueError(f"{where}: unknown {', '.join(unknown)}; known: {', '.join(known)}")
+    return cls(**value)
 
 
 def default_transcripts_dir() -> str:

@@ -46,7 +46,7 @@ from agent.machine import machine
 from agent.transport.ice import set_host_addresses
 from benchmarks import corpus
 from benchmarks.car_commands_wer import spell_numbers
-from tests.support import ChatServer, wait_until, wer, write_wav
+from tests.support import CHROMIUM, ChatServer, chromium_flags, wait_until, wer, write_wav
 
 ANSWER = ["All right, ", "here is a short answer. ", "It has a second sentence."]  # starts loud, like most replies
 NOISE_SEEDS = {"default": 11, "in_car": 12}  # every run hears the same noise
@@ -185,22 +185,6 @@ def settled(msgs: list[dict]) -> bool:
 # ---------------------------------------------------------------- Chromium's page
 
 
-CHROMIUM_FLAGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--use-fake-ui-for-media-stream",
-    "--use-fake-device-for-media-stream",
-    "--autoplay-policy=no-user-gesture-required",
-    "--allow-loopback-in-peer-connection",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-timer-throttling",
-    "--disable-renderer-backgrounding",
-]
 LEAD_S = 4.0  # silence at the WAV's start: the call is set up while it plays
 
 
@@ -231,14 +215,14 @@ def chromium_session(http: str, profile: str, clips: list[corpus.Clip], conditio
     if condition == "noisy":
         mic = mic + corpus.road_noise(mic.size / RATE, seed=NOISE_SEEDS[profile]) * noise
     write_wav(tmp / "mic.wav", mic, RATE)
-    flags = [*CHROMIUM_FLAGS, f"--use-file-for-fake-audio-capture={tmp / 'mic.wav'}"]
+    flags = chromium_flags(tmp / "mic.wav")
     camera = profile == "default"
     if camera:
         write_y4m(tmp / "camera.y4m", face_image())
         flags.append(f"--use-file-for-fake-video-capture={tmp / 'camera.y4m'}")
     with sync_playwright() as p:
         ctx = p.chromium.launch_persistent_context(
-            str(tmp / "profile"), executable_path="/usr/bin/chromium", headless=True, args=flags
+            str(tmp / "profile"), executable_path=CHROMIUM, headless=True, args=flags
         )
         try:
             page = ctx.new_page()

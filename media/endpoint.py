@@ -178,11 +178,14 @@ class Utterance:
         self.chunks = []
 
 
+CAMERA_OFF_TICKS = 40  # no camera frame for this long (3.2 s): the camera is off
+
+
 class RecentFrames:
     """What the camera showed lately, for engines that look at it when a turn ends: the last few sampled
     frames with their ticks. Nothing newer than `fresh_ticks` (3.2 s) means the camera is off."""
 
-    def __init__(self, keep: int = 8, fresh_ticks: int = 40) -> None:
+    def __init__(self, keep: int = 8, fresh_ticks: int = CAMERA_OFF_TICKS) -> None:
         self.fresh_ticks = fresh_ticks
         self._frames: deque[tuple[int, np.ndarray]] = deque(maxlen=keep)
 

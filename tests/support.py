@@ -757,3 +757,28 @@ def require_realtime_margin(loaded, margin: float) -> float:
             pytrace=False,
         )
     return rtf
+
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+def chromium_flags(mic_wav: Path) -> list[str]:
+    """Headless Chromium with `mic_wav` as its microphone, its media permitted, nothing it does on its own, and no
+    throttling of a page in the background (the page's own timers measure voice to voice)."""
+    return [
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--use-fake-ui-for-media-stream",
+        "--use-fake-device-for-media-stream",
+        f"--use-file-for-fake-audio-capture={mic_wav}",
+        "--autoplay-policy=no-user-gesture-required",
+        "--allow-loopback-in-peer-connection",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-timer-throttling",
+        "--disable-renderer-backgrounding",
+    ]

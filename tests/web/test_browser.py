@@ -12,29 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import loopback_only, pink_noise, read_wav, speech_wav, write_wav
+from tests.support import CHROMIUM, chromium_flags, loopback_only, pink_noise, read_wav, speech_wav, write_wav
 
 pytestmark = pytest.mark.browser
-
-CHROMIUM = "/usr/bin/chromium"
-
-
-def chromium_flags(wav: Path) -> list[str]:
-    return [
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--use-fake-ui-for-media-stream",
-        "--use-fake-device-for-media-stream",
-        f"--use-file-for-fake-audio-capture={wav}",
-        "--autoplay-policy=no-user-gesture-required",
-        "--allow-loopback-in-peer-connection",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-quic",
-        "--no-first-run",
-    ]
 
 
 def serve(*engine_args: str) -> Iterator[str]:

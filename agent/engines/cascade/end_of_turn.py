@@ -13,9 +13,10 @@ one degrees" is never cut.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
+from agent.config import switch_or_fields
 from agent.profiles.turn_words import Words, WordsVerdict
 
 # every verdict, counted under these names (`/metrics`: omni_engine_events{event="end_of_turn_<name>"})
@@ -31,17 +32,7 @@ class WordsConfig:
 
     @classmethod
     def from_option(cls, value: Any) -> WordsConfig:
-        if value is None or value is True:
-            return cls()
-        if value is False:
-            return cls(enabled=False)
-        if not isinstance(value, dict):
-            raise ValueError(f"engine.options.turn_words: expected true, false or a mapping, got {value!r}")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(value) - known)
-        if unknown:
-            raise ValueError(f"engine.options.turn_words: unknown {', '.join(unknown)}; known: {', '.join(known)}")
-        cfg = cls(**value)
+        cfg = switch_or_fields(cls, value, "engine.options.turn_words")
         if cfg.hold_ms <= 0:
             raise ValueError(f"engine.options.turn_words.hold_ms must be > 0, got {cfg.hold_ms}")
         return cfg

@@ -62,6 +62,12 @@ PASS_EVERY_TICKS = 6  # the transcript kept current: a pass every 480 ms of spee
 PASS_DUTY = 0.3  # ... or less often: a session's passes take at most this share of a core
 
 
+def pass_every_ticks(last_pass_s: float) -> float:
+    """Ticks from one pass to the next, given how long the last took: a long turn's passes, or a busy
+    server's, come less often."""
+    return max(PASS_EVERY_TICKS, last_pass_s / PASS_DUTY * 1000 / TICK_MS)
+
+
 def _now() -> dt.datetime:
     return dt.datetime.now().astimezone()
 
@@ -197,7 +203,7 @@ class CascadeSession:
             EndpointConfig(pause_ms=engine.pause_ms, end_silence_ms=end_silence_ms),
             detector,
             barge_in=profile.barge_in,
-            keep_frames=2,
+            keep_frames=0,  # the camera's frames are FaceWatch's (`self.camera`)
         )
         self.camera = engine.faces.watch()
         self.history: list[tuple[str, str]] = []
@@ -348,8 +354,8 @@ class CascadeSession:
             self._end_of_turn()
 
     def _maybe_pass(self, tick: int) -> None:
-        every = max(PASS_EVERY_TICKS, self._pass_s / PASS_DUTY * 1000 / TICK_MS)  # a long turn's passes cost more
-        if tick - self._last_pass_tick < every or (self._pass is not None and not self._pass.done()):
+        busy = self._pass is not None and not self._pass.done()
+        if busy or tick - self._last_pass_tick < pass_every_ticks(self._pass_s):
             return
         self._last_pass_tick = tick
         self._pass = self._spawn(self._keep_current(self.turns.audio(), self._turn))

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from agent.config import switch_or_fields
 
 MODEL = Path(__file__).parent / "data" / "smart-turn-v3.2-cpu.onnx"
 MODEL_SHA256 = "2bb026316b14a660486a75b1733cd3fbab8c2fd0314dc9af7be49f8cca967e4f"
@@ -41,17 +43,7 @@ class SmartTurnConfig:
 
     @classmethod
     def from_option(cls, value: Any) -> SmartTurnConfig:
-        if value is None or value is True:
-            return cls()
-        if value is False:
-            return cls(enabled=False)
-        if not isinstance(value, dict):
-            raise ValueError(f"engine.options.smart_turn: expected true, false or a mapping, got {value!r}")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(value) - known)
-        if unknown:
-            raise ValueError(f"engine.options.smart_turn: unknown {', '.join(unknown)}; known: {', '.join(known)}")
-        cfg = cls(**value)
+        cfg = switch_or_fields(cls, value, "engine.options.smart_turn")
         if not 0.0 < cfg.threshold < 1.0:
             raise ValueError(f"engine.options.smart_turn.threshold must be between 0 and 1, got {cfg.threshold}")
         if cfg.end_silence_ms < 0:

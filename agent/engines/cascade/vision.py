@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
+from media.endpoint import CAMERA_OFF_TICKS
 from media.priority import lower_thread
 
 
@@ -41,13 +42,6 @@ class FaceCounter:
         side = max(24, min(gray.shape) // 12)
         faces = self._classifier().detectMultiScale(gray, scaleFactor=1.1, minNeighbors=5, minSize=(side, side))
         return len(faces)
-
-    def count_in(self, frames: Sequence[np.ndarray]) -> int:
-        """Faces in a short run of frames: the median count, robust to one bad frame."""
-        if not frames:
-            return 0
-        counts = sorted(self.count(f) for f in frames)
-        return counts[len(counts) // 2]
 
 
 class FaceWatch:
@@ -102,7 +96,7 @@ class FaceWatch:
         while True:
             with self._cond:
                 while not self._stop and (w := self._due()) is None:
-                    self._cond.wait(1.0 if self._watched else None)
+                    self._cond.wait(min(1.0, self.every_s) if self._watched else None)  # a count falls due
                 if self._stop:
                     return
                 assert w is not None
@@ -127,9 +121,11 @@ class Watched:
         self._wanted = False
 
     def offer(self, tick: int, image: np.ndarray) -> None:
+        """Every camera frame: kept as the newest; the watcher is woken only when it has a count to make."""
         with self._watch._cond:
             self._frame = self._newest = (tick, image)
-            self._watch._cond.notify()
+            if self._wanted or self._count is None:  # asked for, or the camera's first
+                self._watch._cond.notify()
 
     def look(self) -> None:
         """Count the newest frame soon (the user started to speak)."""
@@ -137,7 +133,7 @@ class Watched:
             self._wanted = True
             self._watch._cond.notify()
 
-    def faces(self, now_tick: int, fresh_ticks: int = 40, count_ticks: int = 125) -> int | None:
+    def faces(self, now_tick: int, fresh_ticks: int = CAMERA_OFF_TICKS, count_ticks: int = 125) -> int | None:
         """Faces in view: None when no frame came in the last `fresh_ticks` (3.2 s: the camera is off), else the
         last count if its frame is of the last `count_ticks` (10 s), else counted here, on the newest frame."""
         with self._watch._cond:

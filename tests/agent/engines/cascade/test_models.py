@@ -79,7 +79,6 @@ def test_face_counter_on_real_photos(models):
     assert models.faces.count(face) == 1
     assert models.faces.count(np.concatenate([face, face[:, ::-1]], axis=1)) == 2
     assert models.faces.count(skimage.data.coffee()) == 0
-    assert models.faces.count_in([face, face, skimage.data.coffee()]) == 1
 
 
 def test_speech_starts_at_once(models):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import queue
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -24,7 +23,7 @@ from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 from aiortc.rtp import RtpPacket
 from aiortc.utils import uint16_gt
 
-from media.priority import lower_thread
+from media.video_decoding import IdleVideoDecoder
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +73,7 @@ class InlineAudioDecoder:
     (EPYC). With a `sink` each frame goes straight to it, not through the
     track's queue and a task that drains it. aiortc's thread still starts, reads
     from here and idles until the receiver stops; then it ends the track as
-    before. Video keeps its thread: ~1 ms a frame is worth running beside the loop.
+    before. Video is decoded in a process of its own (`media.video_decoding`).
     """
 
     def __init__(self, receiver: RTCRtpReceiver, channels: int = 2) -> None:
@@ -114,63 +113,6 @@ class InlineAudioDecoder:
     def get(self) -> None:
         """aiortc's decoder thread: wait for the stop, then end the track."""
         self._stopped.wait()
-
-
-class BackgroundDecoding(queue.Queue):
-    """The queue aiortc's video decoder thread reads: that thread runs only on a core's idle time, and what it
-    cannot keep up with is shed whole, up to the next key frame.
-
-    On a busy core the event loop (every session's audio) and one decoder
-    thread per camera compete. Even at nice 10 (a weight of 110 against the
-    loop's 1024) two dozen cameras' decoders together outweighed the loop
-    whenever they woke at once, and it stalled for tens of milliseconds: every
-    session's speech late at once. A thread at SCHED_IDLE runs only when the
-    core has nothing else to do (nice 10 where that is not permitted). The
-    aligner samples video at a few frames a second, so a frame may wait; but
-    not without bound: when `max_frames` wait, they are dropped and counted, a
-    key frame is asked for (aiortc sends a PLI when its decoder-error event is
-    set) and VP8 inter frames are dropped until it comes, since they cannot be
-    decoded without the frames before them.
-    """
-
-    def __init__(self, decode_error: threading.Event | None = None, max_frames: int = 10) -> None:
-        super().__init__()
-        self.decode_error = decode_error or threading.Event()
-        self.max_frames = max_frames
-        self.shed = 0  # encoded frames dropped undecoded
-        self._awaiting_key = False
-        self._lowered: set[int] = set()
-
-    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
-        if item is not None:  # None ends the thread: always queued
-            codec, frame = item
-            vp8 = codec.name.lower() == "vp8"
-            if self._awaiting_key and vp8 and not is_vp8_key_frame(frame.data):
-                self.shed += 1
-                return
-            self._awaiting_key = False
-            if self.qsize() >= self.max_frames:
-                with self.mutex:
-                    self.shed += len(self.queue)
-                    self.queue.clear()
-                self.decode_error.set()  # aiortc asks the sender for a key frame on the next packet
-                if vp8 and not is_vp8_key_frame(frame.data):
-                    self._awaiting_key = True
-                    self.shed += 1
-                    return
-        super().put(item, block, timeout)
-
-    def get(self, block: bool = True, timeout: float | None = None) -> Any:
-        tid = threading.get_native_id()
-        if tid not in self._lowered:
-            self._lowered.add(tid)
-            lower_thread(tid)
-        return super().get(block, timeout)
-
-
-def is_vp8_key_frame(data: bytes) -> bool:
-    """RFC 6386 9.1: the frame tag's lowest bit is 0 on a key frame."""
-    return bool(data) and not data[0] & 1
 
 
 class WindowRate:
@@ -271,8 +213,9 @@ class ThrottledRemb:
         return remb
 
 
-def tune_receivers(pc: RTCPeerConnection, prefetch: int, channels: int = 2) -> None:
-    """Swap aiortc's audio jitter buffer and decoder thread for ours; decode video in the background, count
+def tune_receivers(pc: RTCPeerConnection, prefetch: int, channels: int = 2, video_every_s: float = 0.0) -> None:
+    """Swap aiortc's audio jitter buffer and decoder thread for ours; decode video in a process on idle CPU
+    (IdleVideoDecoder: a picture back at most every `video_every_s`), count
     its bandwidth estimator's incoming rate in O(1) (WindowRate), take its frame-period minimum in C
     (MinFramePeriod) and send its estimates throttled (ThrottledRemb).
 
@@ -292,7 +235,7 @@ def tune_receivers(pc: RTCPeerConnection, prefetch: int, channels: int = 2) -> N
             r._RTCRtpReceiver__jitter_buffer = buf
             r._RTCRtpReceiver__decoder_queue = InlineAudioDecoder(r, channels)
         elif t.kind == "video":
-            r._RTCRtpReceiver__decoder_queue = BackgroundDecoding(r._RTCRtpReceiver__decoder_error)
+            r._RTCRtpReceiver__decoder_queue = IdleVideoDecoder(r, r._RTCRtpReceiver__decoder_error, video_every_s)
             estimator = r._RTCRtpReceiver__remote_bitrate_estimator
             if estimator is not None:
                 estimator.incoming_bitrate = WindowRate(1000, 8000)  # what aiortc's builds
@@ -310,13 +253,18 @@ def audio_decoder(pc: RTCPeerConnection, track: MediaStreamTrack) -> InlineAudio
 
 def inbound_counters(pc: RTCPeerConnection) -> dict[str, int]:
     """What the swapped receivers dropped: late or duplicated audio packets, audio packets that did not
-    decode, video frames shed undecoded."""
-    late = errors = shed = 0
+    decode; video frames decoded, shed undecoded, that did not decode."""
+    out = dict.fromkeys(
+        ("audio_late_packets", "audio_undecodable_packets", "video_frames_decoded", "video_frames_shed"), 0
+    )
+    out["video_undecodable_frames"] = 0
     for t in pc.getTransceivers():
         queue_ = t.receiver._RTCRtpReceiver__decoder_queue
-        if t.kind == "audio":
-            late += getattr(t.receiver._RTCRtpReceiver__jitter_buffer, "late", 0)
-            errors += getattr(queue_, "errors", 0)
-        else:
-            shed += getattr(queue_, "shed", 0)
-    return {"audio_late_packets": late, "audio_undecodable_packets": errors, "video_frames_shed": shed}
+        if isinstance(queue_, InlineAudioDecoder):
+            out["audio_late_packets"] += getattr(t.receiver._RTCRtpReceiver__jitter_buffer, "late", 0)
+            out["audio_undecodable_packets"] += queue_.errors
+        elif isinstance(queue_, IdleVideoDecoder):
+            out["video_frames_decoded"] += queue_.decoded
+            out["video_frames_shed"] += queue_.shed
+            out["video_undecodable_frames"] += queue_.errors
+    return out

@@ -34,6 +34,7 @@ from agent.transport.connection import Connection, Refused
 from agent.transport.ice import set_host_addresses
 from agent.transport.realtime import RealtimeConnection
 from agent.transport.signalling import SignallingConnection
+from media.video_decoding import shared_process
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ class AgentServer:
         # those objects out of later collections.
         gc.collect()
         gc.freeze()
+        shared_process().start()  # the camera decoders' process, before the first session needs it
         self._server = await serve(
             self._handle,
             self.config.server.host,

@@ -15,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from agent.session.pump import ALIGNER_COUNTERS, SessionPump
+from media.video_decoding import shared_process
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 # Stages a turn's metrics message may carry (as `<stage>_ms`); voice to voice comes from the client.
@@ -28,6 +29,8 @@ class ServerMetrics:
         self._retired: dict[str, float] = {}
         r = self.registry
         ProcessCollector(registry=r)  # CPU seconds and resident memory, for bench and dashboards
+        # and the camera decoders' process's (omni_video_decoding_process_*), while one runs
+        ProcessCollector(namespace="omni_video_decoding", pid=lambda: shared_process().pid, registry=r)
         self.sessions_total = Counter("omni_sessions", "Sessions started", registry=r)
         self.sessions_refused = Counter("omni_sessions_refused", "Offers refused", ["reason"], registry=r)
         self.latency = Histogram(

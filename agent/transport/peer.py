@@ -51,7 +51,9 @@ class Peer:
             raise ProtocolError("bad_sdp", f"the offer could not be used: {exc or type(exc).__name__}", True) from None
         if not any(t.kind == "audio" for t in pc.getTransceivers()):
             raise ProtocolError("bad_sdp", "the offer has no usable audio section", True)
-        tune_receivers(pc, self.config.media.jitter_prefetch, channels=1)
+        # pictures back at twice the aligner's video rate (4 a second), not a camera's 10-30: each costs the loop
+        every_s = 1 / (2 * self.config.media.video_fps)
+        tune_receivers(pc, self.config.media.jitter_prefetch, channels=1, video_every_s=every_s)
         try:
             pump = await self.conn.open_session(self.config, options)
         except ValueError as exc:

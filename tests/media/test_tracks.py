@@ -1,15 +1,12 @@
 """The aiortc edges: inbound Opus decoded on the loop, what it drops counted, aiortc's thread ended on stop."""
 
 import asyncio
-import os
 import threading
 from types import SimpleNamespace
 
-import av
 import numpy as np
 from aiortc.codecs import get_decoder
 from aiortc.jitterbuffer import JitterFrame
-from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 from aiortc.rtp import RtpPacket
 
 from media.opus import SpeechEncoder
@@ -90,56 +87,6 @@ def test_immediate_buffer_releases_each_packet_and_counts_late_ones():
             released.append(frame.timestamp // 960)
     assert released == [10, 11, 13, 14]  # 12 came after 13; the second 13 is a duplicate
     assert buf.late == 2
-
-
-def test_video_decoding_runs_only_on_idle_time():
-    from media.tracks import BackgroundDecoding
-
-    q = BackgroundDecoding()
-    seen: list[tuple[object, int]] = []
-
-    def decoder_thread() -> None:  # aiortc's decoder_worker, reading its queue
-        while (item := q.get()) is not None:
-            seen.append((item, os.sched_getscheduler(threading.get_native_id())))
-
-    mine = os.sched_getscheduler(0)
-    thread = threading.Thread(target=decoder_thread)
-    thread.start()
-    q.put((VP8, JitterFrame(b"\x00 key", 0)))
-    q.put((VP8, JitterFrame(b"\x01 inter", 1)))
-    q.put(None)
-    thread.join(5)
-    assert [item[1].timestamp for item, _ in seen] == [0, 1]
-    assert all(policy == os.SCHED_IDLE for _, policy in seen)
-    assert os.sched_getscheduler(0) == mine  # only that thread
-
-
-VP8 = RTCRtpCodecParameters(mimeType="video/VP8", clockRate=90000, payloadType=96)
-
-
-def test_video_the_decoder_cannot_keep_up_with_is_shed_up_to_a_key_frame_it_asks_for():
-    from agent.replay import encode_camera_loop
-    from media.tracks import BackgroundDecoding, is_vp8_key_frame
-
-    frames = encode_camera_loop(seconds=2.0, size=(160, 120), keyframe_s=1.0)  # real VP8: a key frame a second
-    assert [is_vp8_key_frame(f) for f in frames] == ([True] + [False] * 9) * 2
-    q = BackgroundDecoding(max_frames=4)
-    for i in range(4):  # a decoder thread that has fallen behind: nothing is read
-        q.put((VP8, JitterFrame(frames[i], i)))
-    assert q.qsize() == 4 and not q.decode_error.is_set()
-    q.put((VP8, JitterFrame(frames[4], 4)))  # the fifth: the four waiting go, and this one (it needs them)
-    assert q.qsize() == 0 and q.shed == 5
-    assert q.decode_error.is_set()  # aiortc sends a PLI on its next packet
-    for i in range(5, 10):  # inter frames until the key frame: undecodable, dropped
-        q.put((VP8, JitterFrame(frames[i], i)))
-    assert q.qsize() == 0 and q.shed == 10
-    q.put((VP8, JitterFrame(frames[10], 10)))  # the key frame
-    q.put((VP8, JitterFrame(frames[11], 11)))
-    q.put(None)  # the end always goes in
-    assert [q.get()[1].timestamp, q.get()[1].timestamp, q.get()] == [10, 11, None]
-    # what was decoded from there is a clean picture: the key frame and the one after it
-    codec = av.CodecContext.create("libvpx", "r")
-    assert [len(codec.decode(av.Packet(frames[i]))) for i in (10, 11)] == [1, 1]
 
 
 async def test_window_rate_gives_aiortcs_figures_and_is_installed_for_video():

@@ -39,11 +39,16 @@ async def test_metrics_move_with_a_real_session():
         "audio_late_packets",
         "audio_undecodable_packets",
         "srtp_undecryptable_packets",
+        "video_frames_decoded",
         "video_frames_shed",
+        "video_undecodable_frames",
         "output_late_resets",
     }
     assert transport["audio_late_packets"] == transport["audio_undecodable_packets"] == 0
     assert transport["srtp_undecryptable_packets"] == transport["video_frames_shed"] == 0
+    assert transport["video_undecodable_frames"] == 0 and transport["video_frames_decoded"] > 0
+    # the camera is decoded in a process of its own, whose CPU is shown beside the server's
+    assert during[("omni_video_decoding_process_cpu_seconds_total", ())] > 0
     assert during[("omni_output_samples_dropped_total", (("why", "silence_trimmed"),))] == 0  # turn mode: not live
     for stage in ("endpoint", "first_audio", "voice_to_voice"):
         assert during[("omni_turn_latency_seconds_count", (("stage", stage),))] == 1, stage

@@ -13,7 +13,7 @@ from agent.engines.echo import EchoEngine
 from agent.profiles import get_profile
 from agent.session.pump import SessionPump
 from agent.session.transcripts import TranscriptLog
-from media.aligner import AudioInput
+from media.aligner import AudioInput, VideoInput
 from tests.support import wait_until
 
 
@@ -80,3 +80,16 @@ async def test_text_only_asked_by_the_client_outlasts_the_overload_policy():
     assert session.text_only
     pump.set_load(shed_video=False, text_only=False)  # the load falls: the client's wish stays
     assert session.text_only
+
+
+async def test_an_instant_between_two_thinned_pictures_takes_the_one_before_not_a_blend():
+    """The decoder hands back pictures 0.25 s apart (twice the 2 fps video rate): the aligner must not blend two
+    of them for each instant that falls between, which costs the loop two conversions and a float mix."""
+    session = await EchoEngine("turn").open_session(get_profile("default"))
+    pump = SessionPump("s4", session, lambda m: None, False)
+    picture = np.zeros((48, 64, 3), np.uint8)
+    for i, at in enumerate((0.0, 0.3, 0.65, 0.95)):  # the instant at 0.5 s falls between two
+        pump.push_video(VideoInput(picture + 60 * i, pts=round(at * 90_000), time_base=Fraction(1, 90_000)))
+    pump.push_audio(AudioInput(np.zeros((1, 16_000), np.float32), 16_000, 0, Fraction(1, 16_000)))  # 1 s
+    stats = pump.aligner.stats
+    assert stats.video_sampled >= 2 and stats.video_blended == 0

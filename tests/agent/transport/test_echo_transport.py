@@ -1,9 +1,11 @@
 import asyncio
+import os
 
 import numpy as np
 
 from agent.client import RATE, AgentClient, CameraTrack
-from media.tracks import BackgroundDecoding, InlineAudioDecoder
+from media.tracks import InlineAudioDecoder
+from media.video_decoding import IdleVideoDecoder, shared_process
 from tests.support import make_config, media_flowing, quiet_again, round_trip, running, wait_until, ws_url
 
 
@@ -34,10 +36,14 @@ async def test_echo_stream_click_round_trip_and_continuity():
         assert isinstance(decoder, InlineAudioDecoder) and decoder.errors == 0
         audio_thread = receiver._RTCRtpReceiver__decoder_thread
         assert audio_thread.is_alive()
-        # the camera is decoded in aiortc's thread, at a lower priority than the loop's
+        # the camera is decoded in a process of its own that runs on idle CPU only; of its pictures those the
+        # aligner can use (twice its 2 fps) come back
         (video,) = [t.receiver for t in conn.peer.pc.getTransceivers() if t.kind == "video"]
-        assert isinstance(video._RTCRtpReceiver__decoder_queue, BackgroundDecoding)
-        assert video._RTCRtpReceiver__decoder_queue._lowered  # its thread read from it
+        decoding = video._RTCRtpReceiver__decoder_queue
+        assert isinstance(decoding, IdleVideoDecoder) and decoding.shed == decoding.errors == 0
+        assert os.sched_getscheduler(shared_process().pid) == os.SCHED_IDLE
+        print("camera frames decoded", decoding.decoded, "passed on", decoding.passed)
+        assert decoding.decoded >= 20 and 0 < decoding.passed <= decoding.decoded // 2
         # the speech leaves below aiortc's sender: its own Opus, none of it encoded while it only sends
         # silence; every frame the framer gave out was sent, and the sender reports (RTCP SR) carry those counts
         outbound = conn.peer.outbound
@@ -79,6 +85,7 @@ async def test_echo_stream_click_round_trip_and_continuity():
     span = times[-1] - times[0]
     assert len(times) * 0.02 > 0.9 * span
     assert stats.video_frames > 0 and stats.video_sampled > 0  # the camera reached the aligner
+    assert stats.video_blended == 0  # an instant between two thinned pictures takes the one before
     assert not audio_thread.is_alive()  # the session ended: nothing of it left running
 
 

@@ -269,5 +269,5 @@ def summary(clip_list: list[Clip]) -> dict:
             "min": round(min(secs), 2),
             "median": round(float(np.median(secs)), 2),
             "max": round(max(secs), 2),
-        },  # fmt: skip
+        },
     }

@@ -254,10 +254,8 @@ def audio_decoder(pc: RTCPeerConnection, track: MediaStreamTrack) -> InlineAudio
 def inbound_counters(pc: RTCPeerConnection) -> dict[str, int]:
     """What the swapped receivers dropped: late or duplicated audio packets, audio packets that did not
     decode; video frames decoded, shed undecoded, that did not decode."""
-    out = dict.fromkeys(
-        ("audio_late_packets", "audio_undecodable_packets", "video_frames_decoded", "video_frames_shed"), 0
-    )
-    out["video_undecodable_frames"] = 0
+    names = ("audio_late_packets", "audio_undecodable_packets", "video_frames_decoded", "video_frames_shed")
+    out = dict.fromkeys((*names, "video_undecodable_frames"), 0)
     for t in pc.getTransceivers():
         queue_ = t.receiver._RTCRtpReceiver__decoder_queue
         if isinstance(queue_, InlineAudioDecoder):

@@ -27,6 +27,8 @@ import struct
 import sys
 from typing import BinaryIO
 
+import av
+
 TO_WORKER = struct.Struct("<BBIII")
 FROM_WORKER = struct.Struct("<BIIHHI")
 OPEN, FRAME, CLOSE = 1, 2, 3
@@ -66,7 +68,7 @@ class _Stream:
         self.every = every
         self.last: int | None = None  # the timestamp of the last picture passed on
         self.codec = -1
-        self.decoder: object | None = None
+        self.decoder: av.CodecContext | None = None
 
 
 def _due(stream: _Stream, pts: int) -> bool:
@@ -76,10 +78,7 @@ def _due(stream: _Stream, pts: int) -> bool:
     return ahead >= stream.every or ahead < -5 * 90_000  # far behind: the sender restarted its clock
 
 
-def _picture(frame: object) -> tuple[int, int, bytes]:
-    import av
-
-    assert isinstance(frame, av.VideoFrame)
+def _picture(frame: av.VideoFrame) -> tuple[int, int, bytes]:
     w, h = frame.width & ~1, frame.height & ~1  # yuv420p as an array needs even sides
     if (w, h) != (frame.width, frame.height) or frame.format.name != "yuv420p":
         frame = frame.reformat(width=w, height=h, format="yuv420p")
@@ -87,8 +86,6 @@ def _picture(frame: object) -> tuple[int, int, bytes]:
 
 
 def serve(inbox: BinaryIO, outbox: BinaryIO) -> None:
-    import av
-
     streams: dict[int, _Stream] = {}
     while (message := read_message(inbox, TO_WORKER)) is not None:
         (kind, codec, sid, pts, _), data = message
@@ -108,7 +105,7 @@ def serve(inbox: BinaryIO, outbox: BinaryIO) -> None:
         try:
             packet = av.Packet(data)
             packet.pts = pts
-            frames = stream.decoder.decode(packet)  # type: ignore[attr-defined]
+            frames = stream.decoder.decode(packet)  # type: ignore[union-attr]  # set just above
         except av.FFmpegError:
             outbox.write(FROM_WORKER.pack(FAILED, sid, pts, 0, 0, 0))
             outbox.flush()

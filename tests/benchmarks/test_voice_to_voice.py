@@ -47,16 +47,8 @@ def test_the_pages_turns_are_matched_to_the_slots_they_were_heard_in_and_a_split
     def metrics(turn):
         return {"type": "metrics", "turn": turn, "endpoint_ms": 240, "first_audio_ms": 10, "end_reason": "silence"}
 
-    messages = [
-        user(1, 6.5),
-        metrics(1),
-        user(2, 11.2),
-        metrics(2),
-        user(3, 12.9),
-        metrics(3),
-        user(4, 25.0),
-        metrics(4),
-    ]  # fmt: skip  (clip 2 was not heard at all)
+    heard = ((1, 6.5), (2, 11.2), (3, 12.9), (4, 25.0))  # clip 2 was not heard at all
+    messages = [m for turn, at in heard for m in (user(turn, at), metrics(turn))]
     rows = chromium_rows(clips, starts, "clean", messages, {1: 500.0, 2: 300.0, 3: 420.0, 4: 610.0})
     assert [r["turns"] for r in rows] == [1, 2, 0, 1]
     assert [r["voice_to_voice_ms"] for r in rows] == [500.0, None, None, 610.0]

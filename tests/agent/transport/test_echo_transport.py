@@ -85,7 +85,6 @@ async def test_echo_stream_click_round_trip_and_continuity():
     span = times[-1] - times[0]
     assert len(times) * 0.02 > 0.9 * span
     assert stats.video_frames > 0 and stats.video_sampled > 0  # the camera reached the aligner
-    assert stats.video_blended == 0  # an instant between two thinned pictures takes the one before
     assert not audio_thread.is_alive()  # the session ended: nothing of it left running
 
 

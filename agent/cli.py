@@ -36,6 +36,11 @@ def _serve_args(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-sessions", type=int, help="concurrent sessions before new ones get `busy`")
     p.add_argument("--ice-server", action="append", default=None, help="a STUN/TURN URL; repeatable")
     p.add_argument("--host-address", action="append", default=None, help="offer only these host candidates; repeatable")
+    p.add_argument(
+        "--echo-cancellation",
+        choices=["auto", "on", "off"],
+        help="cancel the agent's voice in the microphone's audio: auto (clients that do not cancel it), on, off",
+    )
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     p.add_argument("--token", help="a shared token required in every offer (or set OMNI_AGENT_TOKEN)")
     p.add_argument("--cert", help="TLS certificate (PEM); with --key serves https and wss")
@@ -86,6 +91,8 @@ def build_config(args: argparse.Namespace) -> Config:
         cfg.ice.servers = args.ice_server
     if args.host_address is not None:
         cfg.ice.host_addresses = args.host_address
+    if args.echo_cancellation is not None:
+        cfg.media.echo_cancellation = args.echo_cancellation
     if args.log_level is not None:
         cfg.log_level = args.log_level
     if args.token is not None:

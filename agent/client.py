@@ -55,6 +55,52 @@ class Microphone(Protocol):
     def play(self, media: Any) -> int: ...
 
 
+class RoomEcho:
+    """A loudspeaker the microphone hears: what came back, played as it arrives, heard `delay_ms` later at
+    `gain_db` through a room's impulse response (sans-I/O; for tests and benchmarks of echo cancellation).
+
+    The room is convolved by overlap-add on FFTs (a reverb tail of a few hundred ms is thousands of taps)."""
+
+    def __init__(self, delay_ms: float, gain_db: float, impulse: np.ndarray | None = None, rate: int = RATE) -> None:
+        ir = np.ones(1, np.float32) if impulse is None else np.asarray(impulse, np.float32)
+        self.ir = ir / max(float(np.sqrt(np.dot(ir, ir))), 1e-9) * np.float32(10 ** (gain_db / 20))
+        self._speaker: list[np.ndarray] = []  # what arrived and is not played yet
+        self._queued = 0
+        self._line = np.zeros(int(delay_ms * rate / 1000), np.float32)  # played, not yet heard
+        self._tail = np.zeros(0, np.float32)  # the reverb of what was heard, still ringing
+        self._max_queued = rate  # a second: the speaker plays on arrival, so more is a stall
+
+    def heard(self, pcm: np.ndarray) -> None:
+        """Audio that came back (float32 mono), to the loudspeaker."""
+        self._speaker.append(np.asarray(pcm, np.float32))
+        self._queued += pcm.size
+        while self._queued > self._max_queued:
+            self._queued -= self._speaker.pop(0).size
+
+    def echo(self, n: int) -> np.ndarray:
+        """The next `n` samples the microphone hears of the loudspeaker."""
+        played = np.zeros(n, np.float32)
+        got = 0
+        while got < n and self._speaker:
+            head = self._speaker[0]
+            take = min(n - got, head.size)
+            played[got : got + take] = head[:take]
+            got += take
+            if take == head.size:
+                self._speaker.pop(0)
+            else:
+                self._speaker[0] = head[take:]
+        self._queued -= got
+        line = np.concatenate((self._line, played))
+        now, self._line = line[:n], line[n:]
+        size = 1 << int(np.ceil(np.log2(n + self.ir.size)))
+        wet = np.fft.irfft(np.fft.rfft(now, size) * np.fft.rfft(self.ir, size), size)[: n + self.ir.size - 1]
+        wet = wet.astype(np.float32)
+        wet[: self._tail.size] += self._tail[: wet.size]
+        self._tail = wet[n:]
+        return wet[:n]
+
+
 class MicrophoneTrack(MediaStreamTrack):
     """Plays queued float32 48 kHz mono audio in 20 ms frames, silence between.
 
@@ -75,6 +121,7 @@ class MicrophoneTrack(MediaStreamTrack):
         self.sent_at: dict[int, float] = {}
         self._current: int | None = None
         self.background: np.ndarray | None = None  # mixed under everything sent, looped (a car's cabin noise)
+        self.room: RoomEcho | None = None  # the loudspeaker heard too: what came back, echoed
 
     def play(self, pcm: np.ndarray) -> int:
         """Queue audio; returns an id for `sent_at`."""
@@ -97,6 +144,8 @@ class MicrophoneTrack(MediaStreamTrack):
         if self.background is not None and self.background.size:
             at = self._pts % self.background.size
             pcm += np.take(self.background, np.arange(at, at + FRAME), mode="wrap")
+        if self.room is not None:
+            pcm += self.room.echo(FRAME)
         s16 = (np.clip(pcm, -1, 1) * 32767).astype(np.int16)
         data = np.repeat(s16, self.channels).reshape(1, -1)
         frame = av.AudioFrame.from_ndarray(data, format="s16", layout="stereo" if self.channels == 2 else "mono")
@@ -159,6 +208,18 @@ class Received:
                 return self.times[i] - (f.size - idx[0]) / self.rate
         return None
 
+    def quiet_from(self, t0: float, t1: float, threshold: float = 0.02) -> float | None:
+        """Arrival time of the first frame after t0 from which every frame up to t1 is quiet: when the audio
+        stopped for good (a cut reply) before t1; None if it was still sounding at t1."""
+        lo, hi = bisect.bisect_right(self.times, t0), bisect.bisect_left(self.times, t1)
+        stopped = None
+        for i in range(lo, hi):
+            if float(np.abs(self.frames[i]).max()) > threshold:
+                stopped = None
+            elif stopped is None:
+                stopped = self.times[i]
+        return stopped
+
 
 class AgentClient:
     def __init__(
@@ -176,6 +237,7 @@ class AgentClient:
         self.target_lang: str | None = None
         self.token: str | None = None
         self.text_only = False  # ask for replies in text only
+        self.echo_cancelled = False  # say the client cancels the agent's voice itself (the server then does not)
         self.profile = profile
         self.mic: Any = mic if mic is not None else MicrophoneTrack()
         self.camera = video
@@ -206,6 +268,8 @@ class AgentClient:
             offer["token"] = self.token
         if self.text_only:
             offer["text_only"] = True
+        if self.echo_cancelled:
+            offer["echo_cancelled"] = True
         await self.ws.send(json.dumps(offer))
         self._tasks.append(asyncio.create_task(self._read()))
         self.answer = await self.wait_for(lambda m: m["type"] in ("answer", "error"), timeout)
@@ -243,6 +307,9 @@ class AgentClient:
         """One frame that came back at `at` (monotonic), float32 mono at `received.rate`."""
         self.received.times.append(at)
         self.received.frames.append(mono)
+        room = getattr(self.mic, "room", None)
+        if room is not None:
+            room.heard(mono)
 
     async def _read(self) -> None:
         assert self.ws is not None

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import yaml
 
 from agent.profiles import NAMES as PROFILES
+from media.turn_taking import BACKCHANNELS, InterruptionConfig
 
 T = TypeVar("T")
 
@@ -80,6 +81,9 @@ class IceConfig:
     host_addresses: list[str] = field(default_factory=list)
 
 
+ECHO_CANCELLATION = ("auto", "on", "off")
+
+
 @dataclass
 class MediaConfig:
     video_fps: float = 2.0
@@ -99,6 +103,9 @@ class MediaConfig:
     audio_timeout_s: float = 10.0
     max_video_pixels: int = 1920 * 1088  # larger frames end the session with an error
     turn_deadline_s: float = 30.0  # an engine silent this long inside a turn is stopped (a hang, not a long reply)
+    # The agent's own voice cancelled in what the client's microphone sent (media/echo_cancel.py): "auto" for
+    # every client that does not say it cancels echo itself (the page says so unless ?raw), "on", "off".
+    echo_cancellation: str = "auto"
 
 
 @dataclass
@@ -157,6 +164,29 @@ class OverloadConfig:
 
 
 @dataclass
+class InterruptionsConfig:
+    """Speech over the agent's reply, judged (media/turn_taking.py): the reply is held, then resumed for a
+    backchannel, a cough or noise, cancelled for words that mean it."""
+
+    judge: bool = True  # false: any speech over the reply cancels it at once
+    commit_ms: int = 1200  # speech over the reply this long cancels it, whatever it says
+    resume_silence_ms: int = 320  # that speech has stopped after this much silence (not a gap mid-sentence)
+    words_wait_ms: int = 400  # after it stopped, how long its words may take to be heard
+    confirm_without_words_ms: int = 560  # engines that hear no words of their own: speech this long cancels
+    backchannels: list[str] = field(default_factory=lambda: sorted(BACKCHANNELS))
+
+    def judging(self) -> InterruptionConfig:
+        return InterruptionConfig(
+            self.judge,
+            self.commit_ms,
+            self.resume_silence_ms,
+            self.words_wait_ms,
+            self.confirm_without_words_ms,
+            frozenset(w.lower() for w in self.backchannels),
+        )
+
+
+@dataclass
 class TranslateConfig:
     source_lang: str = "en"
     target_lang: str = "es"
@@ -172,6 +202,7 @@ class Config:
     engine: EngineConfig = field(default_factory=EngineConfig)
     translate: TranslateConfig = field(default_factory=TranslateConfig)
     overload: OverloadConfig = field(default_factory=OverloadConfig)
+    interruptions: InterruptionsConfig = field(default_factory=InterruptionsConfig)
 
     def session_options(self) -> dict[str, Any]:
         """What an engine session of this profile needs to know."""
@@ -179,6 +210,7 @@ class Config:
             "end_silence_ms": self.engine.end_silence_ms,
             "source_lang": self.translate.source_lang,
             "target_lang": self.translate.target_lang,
+            "interruptions": self.interruptions.judging(),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -221,6 +253,8 @@ def load_config(path: str | Path | None = None) -> Config:
     _merge(cfg, data, p.name)
     if cfg.profile not in PROFILES:
         raise ConfigError(f"{p.name}: profile must be one of {', '.join(PROFILES)}")
+    if cfg.media.echo_cancellation not in ECHO_CANCELLATION:
+        raise ConfigError(f"{p.name}: media.echo_cancellation must be one of {', '.join(ECHO_CANCELLATION)}")
     if not 0 < cfg.media.live_backlog_ms <= cfg.media.live_backlog_max_ms:
         raise ConfigError(f"{p.name}: media.live_backlog_ms must be above 0 and at most media.live_backlog_max_ms")
     return cfg

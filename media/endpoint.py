@@ -131,6 +131,11 @@ class Endpointer:
         return self._end() if self._silent_ms >= silence_ms else None
 
     @property
+    def voiced_run(self) -> int:
+        """Voiced ticks in a row outside a turn: how close a START is."""
+        return 0 if self.in_speech else self._run
+
+    @property
     def silent_ms(self) -> int:
         """How long the turn has been silent (0 on a voiced tick, and outside a turn)."""
         return self._silent_ms if self.in_speech else 0
@@ -138,6 +143,13 @@ class Endpointer:
     def judging(self, pause: int) -> bool:
         """Pause number `pause` is still going on: a verdict on it counts."""
         return self.in_speech and self.paused and pause == self.pauses
+
+    def abandon(self) -> None:
+        """Forget the turn in progress (it was not one: a backchannel over the reply); listen afresh."""
+        if self.in_speech:
+            self._end()
+        self._run = 0
+        self._silent_ms = 0
 
     def _end(self) -> EndpointEvent:
         self.in_speech = False

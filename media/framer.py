@@ -6,7 +6,8 @@ frames must be cut into 20 ms ones. The pts is a running sample count that
 never jumps: when there is nothing to say the framer returns silence. The
 backlog is capped (the oldest samples go, counted) so late frames after an
 underrun never add delay for good, and `flush` empties it at once for
-barge-in.
+barge-in. `listener` hears every frame handed out, silence too: what was
+actually sent (the echo canceller's reference).
 
 Live output (the echo stream) keeps latency low without cutting sounds: past
 `trim_above_ms` the backlog sheds silence at its head (what a jitter would
@@ -16,12 +17,17 @@ past `max_backlog_ms` does anything audible go.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from media.clock import OUTPUT_RATE
 from media.pcm import StreamResampler, float_to_s16
+
+if TYPE_CHECKING:
+    from media.turn_taking import Floor
 
 
 @dataclass(slots=True)
@@ -32,6 +38,7 @@ class FramerStats:
     dropped_samples: int = 0  # cut by the backlog cap
     trimmed_samples: int = 0  # silence shed to keep a live backlog short
     flushed_samples: int = 0  # cut by barge-in
+    held_frames: int = 0  # silence while the reply was held (speech over it being judged)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +69,8 @@ class OutputFramer:
         self._pts = 0
         self._flowing = False  # speech is being played and no end was marked
         self._silence = np.zeros(self.frame_samples, np.int16)
+        self.listener: Callable[[np.ndarray], None] | None = None
+        self.floor: Floor | None = None  # while it is held (speech over the reply being judged), silence
 
     @property
     def backlog_ms(self) -> float:
@@ -109,11 +118,23 @@ class OutputFramer:
         return n
 
     def pull(self) -> OutFrame:
+        out = self._pull()
+        if self.listener is not None:
+            self.listener(out.samples)
+        return out
+
+    def _pull(self) -> OutFrame:
         self._trim()  # a pause that reached the head since the push
         n = self.frame_samples
         self.stats.frames += 1
         pts = self._pts
         self._pts += n
+        if self.floor is not None and self.floor.cut:
+            self.flush()  # a barge-in: the reply goes now, not when the engine's cancel reaches the session
+            self.floor.cut = self.floor.held = False
+        if self.floor is not None and self.floor.held:
+            self.stats.held_frames += 1
+            return OutFrame(self._silence, pts, self.rate)
         have = self._buf.size
         if have == 0:
             if self._flowing:

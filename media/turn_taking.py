@@ -3,26 +3,76 @@
 Sans-I/O. Each 80 ms chunk: the camera frame, if one came, joins the recent
 frames; the audio is endpointed (START / PAUSE / RESUME / END, see
 `endpoint.py`) and recorded into the turn's utterance, with its pre-roll.
-A START while the agent is replying is a barge-in when the profile allows
-it. What an engine does at each event (speculate at a pause, answer at the
+What an engine does at each event (speculate at a pause, answer at the
 end) stays the engine's own.
+
+Speech over the reply is judged, not assumed (when the profile allows
+barge-in): its first voiced tick holds the reply (`Floor.held`: the framer
+plays silence from its next 20 ms frame, keeping its place; a lone voiced
+tick lets it go on at the next), and at its START the engine sees no
+event. Words that mean it (anything but a backchannel such as "mhm" or
+"okay"), or speech that goes on
+for `commit_ms`, cancel the reply: the engine then gets the START, with
+`barge_in`, and the turn goes on as any other. A cough, a backchannel or
+noise (speech that stops with no such words, `words_wait_ms` allowed for
+the words to come) resumes the reply where it paused, and leaves no turn.
+An engine that hears words says so with `heard()`; without words, speech
+shorter than `confirm_without_words_ms` resumes.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from media.aligner import AlignedChunk
+from media.clock import TICK_MS
 from media.endpoint import EndpointConfig, Endpointer, EndpointEvent, RecentFrames, Utterance, VoiceDetector
+
+# Words that keep the floor with the speaker: said over a reply, they are not a turn.
+BACKCHANNELS = frozenset(
+    "mhm mm mmm hmm hm uh huh uhhuh um umm ah oh yeah yes yep yup ok okay right sure alright aha wow ha "
+    "gotcha cool great nice true totally exactly indeed".split()
+)
+
+
+STOP_WORDS = frozenset(
+    "stop wait no nope hold pause cancel quiet enough hey excuse sorry what why how when where who help".split()
+)
+NOTHING, STOP, REQUEST = 0, 1, 2  # what words over the reply mean
+
+
+@dataclass
+class InterruptionConfig:
+    judge: bool = True  # False: any speech over the reply cancels it at once
+    commit_ms: int = 1200  # speech over the reply this long cancels it, whatever its words
+    resume_silence_ms: int = 320  # speech over the reply has stopped after this much silence, not a mid-word gap
+    words_wait_ms: int = 400  # ... and then how long its words may take to come
+    confirm_without_words_ms: int = 560  # an engine that hears no words: speech this long cancels
+    backchannels: frozenset[str] = field(default_factory=lambda: BACKCHANNELS)
+
+
+@dataclass
+class Floor:
+    """Whether the agent's reply is held while speech over it is judged, or cut; read by the output framer."""
+
+    held: bool = False
+    cut: bool = False  # the reply is cancelled: the framer drops what it holds at its next frame
+    interruptions: int = 0  # speech over a reply: held
+    resumed: int = 0  # ... judged a backchannel, a cough or noise: the reply went on
+    confirmed: int = 0  # ... judged meant: the reply was cancelled
+    blips: int = 0  # one voiced tick over the reply and no more: held for that tick only
 
 
 @dataclass(frozen=True, slots=True)
 class TurnStep:
     event: EndpointEvent | None
     barge_in: bool = False  # the user started talking over the reply: stop it
+    hold: bool = False  # speech over the reply: it is held while judged (the floor says so)
+    resumed: bool = False  # ... it was not meant: the reply goes on
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,12 +89,27 @@ class TurnTaking:
         detector: VoiceDetector | None = None,
         barge_in: bool = True,
         keep_frames: int = 8,
+        interruptions: InterruptionConfig | None = None,
+        hears_words: bool = False,
     ) -> None:
         self.endpointer = Endpointer(config, detector)
         self.utterance = Utterance()
         self.frames = RecentFrames(keep=keep_frames)
         self.barge_in = barge_in
+        self.judging = interruptions or InterruptionConfig()
+        self.hears_words = hears_words  # the engine calls heard() with what the held speech said
+        self.floor = Floor()
         self.tick = 0
+        self._held_at: int | None = None  # the tick the reply was held at
+        self._voiced_ticks = 0  # voiced ticks of the held speech
+        self._words: tuple[int, int] | None = None  # the latest words heard: what they meant, up to which tick
+        self._ended = False  # the held speech's END came while it was judged
+        self._end_next = False  # ... and the engine, given the START, gets it on the next tick
+        self._tentative = False  # held at a voiced tick over the reply, before a START
+
+    @property
+    def held(self) -> bool:
+        return self._held_at is not None
 
     @property
     def in_speech(self) -> bool:
@@ -56,9 +121,97 @@ class TurnTaking:
         if chunk.video is not None:
             self.frames.add(chunk.tick, chunk.video.image)
         ep = self.endpointer
+        voiced_before = ep.last_voiced_tick
         event = ep.update(chunk.tick, chunk.audio)
         self.utterance.add(chunk.audio, event, ep.in_speech)
-        return TurnStep(event, event is EndpointEvent.START and self.barge_in and replying())
+        if self._end_next:
+            self._end_next = False
+            return TurnStep(EndpointEvent.END)
+        if self._held_at is not None:
+            if ep.last_voiced_tick != voiced_before:
+                self._voiced_ticks += 1
+            self._ended = self._ended or event is EndpointEvent.END
+            return self._judge_held()
+        if self._tentative and event is not EndpointEvent.START:
+            if ep.voiced_run == 0:  # one voiced tick, no more: the reply goes on (80 ms of it was silent)
+                self._tentative = False
+                self.floor.held = False
+                self.floor.blips += 1
+            return TurnStep(None)
+        judged = self.barge_in and self.judging.judge
+        if judged and event is None and ep.voiced_run and replying():
+            self._tentative = True  # the first voiced tick over the reply holds it: a START may follow
+            self.floor.held = True
+            return TurnStep(None)
+        if event is EndpointEvent.START and self.barge_in and (self._tentative or replying()):
+            self._tentative = False
+            if not self.judging.judge:
+                self.floor.cut = True
+                return TurnStep(event, barge_in=True)
+            self._held_at = chunk.tick
+            self._voiced_ticks = self.endpointer.config.start_ticks
+            self._words = None
+            self._ended = False
+            self.floor.held = True
+            self.floor.interruptions += 1
+            return TurnStep(None, hold=True)
+        return TurnStep(event)
+
+    def heard(self, text: str, upto_tick: int) -> None:
+        """What the held speech said, as heard from its start to `upto_tick`.
+
+        The agent's own words heard back are not looked for here: the echo canceller keeps them out, and a
+        user's question often repeats the reply's words ("how many people ...")."""
+        if self._held_at is None:
+            return
+        said = [w for w in re.findall(r"[a-z']+", text.lower()) if w.strip("'")]
+        # Letters alone are how a hum is misheard ("M. A. K. M."); one or two other words are as likely a misheard
+        # backchannel ("Mm hmm" as "Amend them") or a residue of the agent's voice as a request, which says more
+        # (three words) while the reply is held and cancels it at once. A word that stops a speaker ("stop", "wait")
+        # cancels it once the whole of what was said has been heard (a partial pass mishears the start of "okay").
+        words = [w for w in said if len(w) > 1 and w not in self.judging.backchannels]
+        meaning = REQUEST if len(words) >= 3 else STOP if any(w in STOP_WORDS for w in words) else NOTHING
+        if meaning == REQUEST or self._words is None or upto_tick >= self._words[1]:
+            self._words = (meaning, upto_tick)
+
+    def _judge_held(self) -> TurnStep:
+        cfg, ep = self.judging, self.endpointer
+        assert self._held_at is not None
+        voiced_ms = self._voiced_ticks * TICK_MS
+        words = self._words
+        if words is not None and words[0] == REQUEST:
+            return self._confirm()
+        # Long speech cancels by its length alone only where no words say otherwise: speech heard as the reply's
+        # own words or as no words at all is the agent's echo, which stops with the held reply.
+        limit = cfg.commit_ms if self.hears_words else cfg.confirm_without_words_ms
+        if words is None and voiced_ms >= limit:
+            return self._confirm()
+        over = self._ended or not ep.in_speech or ep.silent_ms >= cfg.resume_silence_ms
+        if not over:
+            return TurnStep(None)
+        last = ep.last_voiced_tick if ep.last_voiced_tick is not None else self.tick
+        if not self.hears_words:
+            return self._resume()
+        if words is not None and words[1] >= last:  # every word it said was heard
+            return self._confirm() if words[0] == STOP else self._resume()
+        if (self.tick - last) * TICK_MS - cfg.resume_silence_ms >= cfg.words_wait_ms:
+            return self._resume()  # no words came: a cough, noise
+        return TurnStep(None)
+
+    def _confirm(self) -> TurnStep:
+        self._held_at = None
+        self.floor.cut = True  # held until the framer drops the reply: the engine's cancel reaches it later
+        self.floor.confirmed += 1
+        self._end_next = self._ended
+        return TurnStep(EndpointEvent.START, barge_in=True)
+
+    def _resume(self) -> TurnStep:
+        self._held_at = None
+        self.floor.held = False
+        self.floor.resumed += 1
+        self.endpointer.abandon()
+        self.utterance.clear()
+        return TurnStep(None, resumed=True)
 
     def judge(self, pause: int, silence_ms: int) -> TurnStep:
         """A verdict on pause number `pause`: the silence that ends the turn; an END here ends it between ticks."""

@@ -506,6 +506,18 @@ def write_wav(path: Path, pcm: np.ndarray, rate: int) -> Path:
     return path
 
 
+def room_impulse(tmp: Path, reverberance: int = 50, rate: int = 48_000) -> np.ndarray:
+    """A room's impulse response: sox's reverb of one click (float32 mono at `rate`, about 0.4 s)."""
+    click = np.zeros(rate // 2, np.float32)
+    click[0] = 0.5
+    dry, wet = tmp / "click.wav", tmp / f"room{reverberance}.wav"
+    write_wav(dry, click, rate)
+    subprocess.run([need("sox"), str(dry), str(wet), "reverb", str(reverberance), "50", "60"], check=True)
+    ir, got = read_wav(wet)
+    assert got == rate
+    return ir[: int(np.flatnonzero(np.abs(ir) > 1e-4).max()) + 1]
+
+
 def loopback_only() -> bool:
     """True inside a network namespace whose only interface is loopback."""
     # /proc/net/dev follows the network namespace (/sys/class/net does not)

@@ -287,6 +287,9 @@ async function connect() {
   ws.onerror = () => showError("The server cannot be reached");
   ws.onopen = () => {
     const msg = { type: "offer", sdp: pc.localDescription.sdp, profile: $("profile").value };
+    // The server cancels the agent's voice itself unless the browser's canceller is on (not with ?raw).
+    const mic = micStream.getAudioTracks()[0].getSettings();
+    msg.echo_cancelled = !RAW && mic.echoCancellation !== false;
     if (msg.profile === "translate") { msg.source_lang = "en"; msg.target_lang = $("target-lang").value; }
     if (params.get("token")) msg.token = params.get("token");
     send(msg);

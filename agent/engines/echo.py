@@ -18,7 +18,7 @@ from media.aligner import AlignedChunk
 from media.clock import INPUT_RATE, OUTPUT_RATE, OUTPUT_SAMPLES_PER_FRAME
 from media.endpoint import EndpointConfig, EndpointEvent
 from media.pcm import StreamResampler
-from media.turn_taking import TurnTaking
+from media.turn_taking import InterruptionConfig, TurnTaking
 
 MODES = ("stream", "turn")
 
@@ -35,14 +35,16 @@ class EchoEngine:
         self.max_turn_ms = max_turn_ms
 
     async def open_session(self, profile: Profile, options: dict | None = None) -> EchoSession:
-        return EchoSession(self, profile)
+        return EchoSession(self, profile, (options or {}).get("interruptions"))
 
     async def close(self) -> None:
         return None
 
 
 class EchoSession:
-    def __init__(self, engine: EchoEngine, profile: Profile) -> None:
+    repeats_input = True  # what it says is the user's own audio: cancelled as an echo, the user would be too
+
+    def __init__(self, engine: EchoEngine, profile: Profile, interruptions: InterruptionConfig | None = None) -> None:
         self.mode = engine.mode
         self.outbox = Outbox()
         # "QQ" (cubic, no look-ahead) keeps the live echo's own delay near zero.
@@ -50,7 +52,9 @@ class EchoSession:
         self.turns = TurnTaking(
             EndpointConfig(end_silence_ms=engine.end_silence_ms, max_turn_ms=engine.max_turn_ms),
             barge_in=profile.barge_in,
+            interruptions=interruptions,
         )
+        self.floor = self.turns.floor
         self._frame_index = 0
         self._replying = False
         self.text_only = False

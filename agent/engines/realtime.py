@@ -118,8 +118,14 @@ class RealtimeClientSession:
         self.turns = (
             None
             if d.server_turns
-            else TurnTaking(EndpointConfig(end_silence_ms=end_silence_ms), detector, profile.barge_in)
+            else TurnTaking(
+                EndpointConfig(end_silence_ms=end_silence_ms),
+                detector,
+                profile.barge_in,
+                interruptions=options.get("interruptions"),
+            )
         )
+        self.floor = self.turns.floor if self.turns is not None else None
         self._ws: ClientConnection | None = None
         self._rate = engine.input_rate or d.input_rate
         self._up = StreamResampler(INPUT_RATE, self._rate, quality="LQ")

@@ -72,6 +72,8 @@ CAPABILITIES = (
 )
 
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    # said over a reply to stop it (media/turn_taking.py cancels the reply): nothing to answer but that it stopped
+    ("stop", re.compile(r"^(?:ok(?:ay)? )?(?:stop|wait|hold on|be quiet|quiet|shut up|enough|cancel|never ?mind)\b")),
     ("repeat_after", re.compile(r"^(?:please )?(?:repeat after me|say|repeat) (?!that\b|it\b)(?P<what>.+)$")),
     ("repeat_last", re.compile(r"\b(?:what did i (?:just )?say|repeat (?:that|it)|say (?:that|it) again)\b")),
     ("count", re.compile(r"\bhow many (?:people|persons|faces|of us)\b")),
@@ -127,6 +129,8 @@ class DefaultAssistant:
             return "I don't see anyone." if seen.faces == 0 else f"I see {_people(seen.faces)}."
         if intent == "help":
             return CAPABILITIES
+        if intent == "stop":
+            return "Okay."
         if intent == "greet":
             return "Hello! How can I help?"
         if intent == "thanks":

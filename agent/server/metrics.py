@@ -8,10 +8,11 @@ ended ones, so nothing is counted twice and nothing is lost.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from agent.session.pump import ALIGNER_COUNTERS, SessionPump
@@ -109,8 +110,41 @@ class _SessionCollector(Collector):
                 if k.startswith(f"{prefix}_"):
                     family.add_metric([k.removeprefix(f"{prefix}_")], v)
             yield family
+        yield from _echo_families(live, totals)
+        speech_over = CounterMetricFamily(
+            "omni_interruptions", "Speech over the agent's reply, held and judged", labels=["outcome"]
+        )
+        for outcome, key in (("held", "interruptions"), ("resumed", "interruptions_resumed")):
+            speech_over.add_metric([outcome], totals.get(key, 0))
+        speech_over.add_metric(["cancelled"], totals.get("interruptions_confirmed", 0))
+        yield speech_over
         out_drop = CounterMetricFamily("omni_output_samples_dropped", "Output samples cut", labels=["why"])
         out_drop.add_metric(["backlog"], totals.get("output_dropped_samples", 0))
         out_drop.add_metric(["barge_in"], totals.get("output_flushed_samples", 0))
         out_drop.add_metric(["silence_trimmed"], totals.get("output_trimmed_samples", 0))
         yield out_drop
+
+
+def _echo_families(live: list[SessionPump], totals: dict[str, float]) -> Iterable[Metric]:
+    """The server's echo canceller: its work, the echo it took out, the echo paths' delays."""
+    family = CounterMetricFamily("omni_echo_events", "What the echo canceller counted", labels=["event"])
+    for k in ("frames", "skipped_frames", "bypassed_frames", "reference_frames", "reference_padded"):
+        family.add_metric([k], totals.get(f"echo_{k}", 0))
+    for k in ("reference_dropped", "failures"):
+        family.add_metric([k], totals.get(f"echo_{k}", 0))
+    yield family
+    yield CounterMetricFamily(
+        "omni_echo_cpu_seconds", "CPU time in the echo canceller's processing", value=totals.get("echo_seconds", 0.0)
+    )
+    energy_in, energy_out = totals.get("echo_in_energy", 0.0), totals.get("echo_out_energy", 0.0)
+    if energy_in > 0:
+        yield GaugeMetricFamily(
+            "omni_echo_reduction_db",
+            "Input over output energy while the agent's voice could be coming back, all sessions",
+            value=10 * math.log10(energy_in / max(energy_out, 1e-3)),
+        )
+    delays = [p.echo.delay_ms for p in live if p.echo is not None and p.echo.delay_ms is not None]
+    if delays:
+        yield GaugeMetricFamily(
+            "omni_echo_delay_ms", "The echo path's delay as estimated, mean of live sessions", sum(delays) / len(delays)
+        )

@@ -17,6 +17,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from agent.config import MediaConfig
@@ -34,7 +35,9 @@ from agent.session.turns import TurnTracker
 from media.aligner import AlignedChunk, AlignerConfig, AudioInput, FrameAligner, VideoInput
 from media.av_convert import to_rgb
 from media.chunk_queue import ChunkQueue
+from media.echo_cancel import EchoCanceller
 from media.framer import OutputFramer
+from media.turn_taking import Floor
 
 log = logging.getLogger(__name__)
 Send = Callable[[dict[str, Any]], None]
@@ -97,7 +100,19 @@ class SessionPump:
             else OutputFramer(max_backlog_ms=cfg.output_backlog_ms)
         )
         self.lead_ms = cfg.output_lead_ms
+        # The agent's voice out of the input before anything listens to it, with what the framer sent as the
+        # reference; off for a client that cancels it itself (`client_cancels_echo`) and for an engine whose
+        # speech is the user's own audio played back (the echo engine).
+        self.echo_mode = cfg.echo_cancellation
+        self.echo: EchoCanceller | None = None
+        if self.echo_mode != "off" and not getattr(engine, "repeats_input", False):
+            self.echo = EchoCanceller(played_rate=self.framer.rate)
+            self.framer.listener = self.echo.played
         self.turns = TurnTracker()
+        # Speech over the reply holds it while it is judged (media/turn_taking.py): the framer plays silence
+        self.floor: Floor | None = getattr(engine, "floor", None)
+        self.framer.floor = self.floor
+        self._floor_at_turn = (0, 0)  # the floor's interruptions and resumptions when this turn's reply began
         self.tick = -1  # the last tick fed to the engine
         self._fed_at: deque[tuple[int, float]] = deque(maxlen=64)  # recent ticks and when they were fed
         self._wake = asyncio.Event()
@@ -108,6 +123,7 @@ class SessionPump:
         self._events: asyncio.Task[None] | None = None
         self._restart = False
         self.text_only_asked = False
+        self.echo_failed = False
         self.transport_counters: Callable[[], dict[str, float]] = dict  # set by the transport: what it dropped
 
     # ---- from the transport and the client ----
@@ -120,7 +136,23 @@ class SessionPump:
     def push_video(self, video: VideoInput) -> None:
         self.aligner.push_video(video)
 
+    def client_cancels_echo(self) -> None:
+        """The client cancels the agent's voice itself (a browser's canceller): unless the config says "on",
+        none here."""
+        if self.echo_mode == "auto":
+            self.echo = None
+            self.framer.listener = None
+
     def push_chunk(self, chunk: AlignedChunk) -> None:
+        if self.echo is not None:
+            try:
+                talking = self.floor is not None and self.floor.held
+                chunk = replace(chunk, audio=self.echo.clean(chunk.audio, talking))
+            except Exception as exc:  # the canceller's library failed: go on without it, and say so once
+                log.error("session %s: echo cancellation failed, going on without it: %r", self.id, exc)
+                self.echo_failed = True
+                self.echo = None
+                self.framer.listener = None
         self.queue.push(chunk)
         self._wake.set()
 
@@ -166,6 +198,26 @@ class SessionPump:
         out["output_flushed_samples"] = self.framer.stats.flushed_samples
         out["output_trimmed_samples"] = self.framer.stats.trimmed_samples
         out["output_frames"] = self.framer.stats.frames
+        out["output_held_frames"] = self.framer.stats.held_frames
+        if self.floor is not None:
+            out["interruptions"] = self.floor.interruptions
+            out["interruptions_resumed"] = self.floor.resumed
+            out["interruptions_confirmed"] = self.floor.confirmed
+        if self.echo is not None:
+            e = self.echo.stats
+            out.update(
+                echo_frames=e.frames,
+                echo_skipped_frames=e.skipped_frames,
+                echo_reference_frames=e.echo_frames,
+                echo_in_energy=e.echo_in_energy,
+                echo_out_energy=e.echo_out_energy,
+                echo_reference_padded=e.reference_padded,
+                echo_reference_dropped=e.reference_dropped,
+                echo_delay_estimates=e.delay_estimates,
+                echo_bypassed_frames=e.bypassed_frames,
+                echo_seconds=e.seconds,
+            )
+        out["echo_failures"] = int(self.echo_failed)
         out.update((f"engine_{k}", v) for k, v in self.engine.counters().items())
         out.update((f"transport_{k}", v) for k, v in self.transport_counters().items())
         return out
@@ -219,6 +271,8 @@ class SessionPump:
                     if ev.final:
                         start = self._fed_time(ev.end_tick, now)
                         msgs = self.turns.user_final(start, ev.text, ev.end_tick, ev.speech_end_tick)
+                        if self.floor is not None:
+                            self._floor_at_turn = (self.floor.interruptions, self.floor.resumed)
                         self._arm_deadline()
                     else:
                         msgs = self.turns.user_partial(ev.text)
@@ -240,12 +294,20 @@ class SessionPump:
                         await asyncio.sleep(self.framer.backlog_ms / 1000)
                 self._assistant_text = ""
                 self._disarm_deadline()
-                self._emit(self.turns.turn_end(ev.interrupted, ev.stages))
+                self._emit(self.turns.turn_end(ev.interrupted, {**ev.stages, **self._floor_figures()}))
             elif isinstance(ev, ToolCall):
                 self._emit([{"type": "tool", "name": ev.name, "arguments": ev.arguments, "result": ev.result}])
             elif isinstance(ev, Error):
                 log.warning("engine error %s: %s", ev.code, ev.message)
                 self._emit([{"type": "error", "code": "engine", "message": f"{ev.code}: {ev.message}"}])
+
+    def _floor_figures(self) -> dict[str, float | str]:
+        """Speech over this turn's reply: how often, and how often it was not meant (the reply went on)."""
+        if self.floor is None:
+            return {}
+        held, resumed = self._floor_at_turn
+        self._floor_at_turn = (self.floor.interruptions, self.floor.resumed)
+        return {"interruptions": self.floor.interruptions - held, "interruptions_resumed": self.floor.resumed - resumed}
 
     def _arm_deadline(self) -> None:
         self._disarm_deadline()

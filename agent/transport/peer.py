@@ -40,7 +40,9 @@ class Peer:
         self.has_video = False
         self.last_audio = time.monotonic()
 
-    async def answer(self, sdp: str, options: dict[str, Any], text_only: bool = False) -> str:
+    async def answer(
+        self, sdp: str, options: dict[str, Any], text_only: bool = False, echo_cancelled: bool = False
+    ) -> str:
         pc = RTCPeerConnection(rtc_configuration(self.config.ice.servers))
         self.pc = pc
         pc.on("track", self._on_track)
@@ -60,6 +62,8 @@ class Peer:
             raise ProtocolError("engine", str(exc), True) from None
         if text_only:
             pump.ask_text_only()
+        if echo_cancelled:
+            pump.client_cancels_echo()
         self.outbound = OutboundSpeech(pump.framer)
         pump.transport_counters = self.counters
         sender = pc.addTrack(self.outbound.track)  # joins the offered audio transceiver: sendrecv

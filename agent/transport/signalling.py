@@ -97,7 +97,9 @@ class SignallingConnection(Connection):
             if key in msg:
                 options[key] = msg[key]
         self.peer = Peer(self, cfg)
-        answer = await self.peer.answer(msg["sdp"], options, text_only=msg.get("text_only", False))
+        answer = await self.peer.answer(
+            msg["sdp"], options, text_only=msg.get("text_only", False), echo_cancelled=msg.get("echo_cancelled", False)
+        )
         engine = self.host.engine.name
         self.send(
             {

@@ -73,8 +73,9 @@ def check_offer(msg: dict[str, Any], limits: Limits) -> None:
     for key in ("source_lang", "target_lang"):
         if key in msg and not (isinstance(msg[key], str) and msg[key].isalpha() and 2 <= len(msg[key]) <= 3):
             raise ProtocolError("bad_request", f"{key} must be a language code like 'en' or 'es'", True)
-    if not isinstance(msg.get("text_only", False), bool):
-        raise ProtocolError("bad_request", "text_only must be true or false", True)
+    for key in ("text_only", "echo_cancelled"):
+        if not isinstance(msg.get(key, False), bool):
+            raise ProtocolError("bad_request", f"{key} must be true or false", True)
     lines = [ln.strip() for ln in sdp.splitlines() if ln.strip()]
     if not lines or lines[0] != "v=0" or not any(ln.startswith("o=") for ln in lines):
         raise ProtocolError("bad_sdp", "the offer is not SDP (it must start with 'v=0' and have an 'o=' line)", True)

@@ -1,6 +1,8 @@
 import numpy as np
 
 from media.framer import OutputFramer
+from media.pcm import float_to_s16
+from media.turn_taking import Floor
 
 
 def speech(n=1920, value=0.25):
@@ -105,3 +107,32 @@ def test_without_a_trim_target_silence_is_kept():
     for _ in range(4):
         f.push(np.zeros(1920, np.float32))
     assert f.backlog_ms == 320 and f.stats.trimmed_samples == 0
+
+
+def test_a_held_floor_plays_silence_and_the_reply_resumes_where_it_paused():
+    f = OutputFramer(rate=24_000, in_rate=24_000)
+    floor = Floor()
+    f.floor = floor
+    sent: list[np.ndarray] = []
+    f.listener = sent.append
+    ramp = (np.arange(4 * 480, dtype=np.float32) + 1) / 8192
+    f.push(ramp)
+    first = f.pull().samples.copy()
+    floor.held = True
+    held = [f.pull().samples.copy() for _ in range(3)]
+    floor.held = False
+    second = f.pull().samples
+    assert all(not h.any() for h in held) and f.stats.held_frames == 3
+    assert f.backlog_ms == 40  # nothing was lost while held
+    assert second[0] == float_to_s16(ramp[480:481])[0]  # it goes on from the sample after the first frame
+    assert len(sent) == 5 and np.array_equal(sent[0], first)  # every frame handed out was heard, silence too
+
+
+def test_a_cut_floor_drops_the_reply_at_the_next_frame():
+    f = OutputFramer(rate=24_000, in_rate=24_000)
+    f.floor = floor = Floor(held=True)
+    f.push(np.full(4 * 480, 0.25, np.float32))
+    floor.cut = True  # a barge-in judged meant while the reply was held
+    assert not f.pull().samples.any()
+    assert f.backlog_ms == 0 and f.stats.flushed_samples == 4 * 480
+    assert not floor.held and not floor.cut

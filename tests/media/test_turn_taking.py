@@ -7,7 +7,7 @@ import numpy as np
 from media.aligner import AlignedChunk, VideoSample
 from media.clock import INPUT_SAMPLES_PER_TICK
 from media.endpoint import EndpointConfig, EndpointEvent
-from media.turn_taking import TurnTaking
+from media.turn_taking import InterruptionConfig, TurnTaking
 
 LOUD = np.full(INPUT_SAMPLES_PER_TICK, 0.3, np.float32)
 QUIET = np.zeros(INPUT_SAMPLES_PER_TICK, np.float32)
@@ -27,6 +27,10 @@ def run(turns: TurnTaking, pattern: str, replying: bool = False, start: int = 0)
             got[i] = step.event
         if step.barge_in:
             got[-i] = "barge_in"
+        if step.hold:
+            got[-i] = "hold"
+        if step.resumed:
+            got[-i] = "resumed"
     return got
 
 
@@ -42,9 +46,88 @@ def test_events_and_the_turns_audio():
 
 
 def test_barge_in_only_while_replying_and_where_the_profile_allows():
-    assert -4 in run(TurnTaking(), "...xx", replying=True)
-    assert -4 not in run(TurnTaking(), "...xx", replying=False)
+    unjudged = InterruptionConfig(judge=False)
+    assert run(TurnTaking(interruptions=unjudged), "...xx", replying=True) == {4: EndpointEvent.START, -4: "barge_in"}
+    assert -4 not in run(TurnTaking(interruptions=unjudged), "...xx", replying=False)
     assert -4 not in run(TurnTaking(barge_in=False), "...xx", replying=True)
+    assert run(TurnTaking(), "...xx", replying=True) == {-4: "hold"}  # judged: held first, the engine sees nothing
+
+
+def test_the_first_voiced_tick_over_the_reply_holds_it_and_a_lone_one_lets_it_go_on():
+    turns = TurnTaking()
+    held = []
+    for i, c in enumerate("...x...xx"):
+        step = turns.feed(chunk(i, LOUD if c == "x" else QUIET), lambda: True)
+        held.append(turns.floor.held)
+        assert step.event is None
+    assert held == [False, False, False, True, False, False, False, True, True]
+    assert turns.floor.blips == 1 and turns.floor.interruptions == 1  # the second run made a START: judged
+
+
+def test_speech_over_the_reply_without_words_of_its_own_is_judged_by_its_length():
+    """An engine that hears no words: a short sound (a cough, "mhm") resumes the reply and leaves no turn;
+    speech as long as `confirm_without_words_ms` cancels it and becomes the turn."""
+    turns = TurnTaking(EndpointConfig(pause_ms=160, end_silence_ms=480))
+    got = run(turns, "...xxx........", replying=True)
+    # held at the START (tick 4), resumed once it had been silent for 320 ms (4 ticks after tick 5)
+    assert got == {-4: "hold", -9: "resumed"}, got
+    assert not turns.floor.held and (turns.floor.interruptions, turns.floor.resumed) == (1, 1)
+    assert not turns.in_speech and turns.audio().size == 0  # no turn was left behind
+    long = TurnTaking(EndpointConfig(pause_ms=160, end_silence_ms=480))
+    got = run(long, "...xxxxxxxx......", replying=True)
+    # 560 ms of voice (7 ticks from its start at tick 3): cancelled, the engine gets the START, then the turn
+    assert got == {-4: "hold", 9: EndpointEvent.START, -9: "barge_in", 12: EndpointEvent.PAUSE, 16: EndpointEvent.END}
+    assert long.floor.confirmed == 1 and long.floor.cut  # the framer drops the reply at its next frame
+    assert long.end().audio.size >= 8 * INPUT_SAMPLES_PER_TICK  # the turn from its real start, pre-roll too
+
+
+def feed_pattern(turns: TurnTaking, pattern: str, start: int = 0, heard: dict[int, str] | None = None):
+    """Like run(), with the engine's words: at tick i, `heard[i]` is what the held speech said so far."""
+    got = {}
+    for i, c in enumerate(pattern, start):
+        if heard and i in heard:
+            turns.heard(heard[i], turns.endpointer.last_voiced_tick or i)
+        step = turns.feed(chunk(i, LOUD if c == "x" else QUIET), lambda: True)
+        for flag in ("hold", "resumed", "barge_in"):
+            if getattr(step, flag):
+                got[-i] = flag
+        if step.event is not None:
+            got[i] = step.event
+    return got
+
+
+def words_turns() -> TurnTaking:
+    return TurnTaking(EndpointConfig(pause_ms=160, end_silence_ms=480), hears_words=True)
+
+
+def test_words_over_the_reply_decide():
+    # a backchannel, heard once the sound stopped: the reply goes on at once
+    turns = words_turns()
+    assert feed_pattern(turns, "...xxx.....", heard={7: "Mhm."}) == {-4: "hold", -9: "resumed"}
+    # "stop" cancels once all of it was heard (its pause swallowed while it was judged); heard only in part, it
+    # waits for the rest
+    turns = words_turns()
+    got = feed_pattern(turns, "...xxxx.......", heard={5: "Stop", 8: "Stop."})
+    assert got == {-4: "hold", 10: EndpointEvent.START, -10: "barge_in", 12: EndpointEvent.END}, got
+    # a question heard only after the sound ended still becomes the turn: START now, its END on the next tick
+    turns = words_turns()
+    got = feed_pattern(turns, "...xxx........", heard={12: "What time is it"})
+    assert got[12] is EndpointEvent.START and got[-12] == "barge_in" and got[13] is EndpointEvent.END, got
+    assert turns.end().audio.size >= 5 * INPUT_SAMPLES_PER_TICK
+    # no words at all within words_wait_ms after the pause: a cough or noise
+    turns = words_turns()
+    got = feed_pattern(turns, "...xxx............", heard={7: ""})
+    assert got == {-4: "hold", -9: "resumed"}, got
+    turns = words_turns()
+    got = feed_pattern(turns, "...xxx............")  # the hearer never answered
+    assert got == {-4: "hold", -14: "resumed"}, got  # 320 ms of silence + 400 ms for the words: 5 + 4 + 5
+    # long speech whose words come to nothing (a hum, the reply's echo misheard) does not cancel by its length
+    turns = words_turns()
+    got = feed_pattern(turns, "...xxxxxxxxxxxxxxxxx.........", heard={6: "Mm", 12: "hmm", 20: "Mm hmm"})
+    assert got == {-4: "hold", -23: "resumed"}, got
+    # a lone word that stops nothing is no request
+    turns = words_turns()
+    assert feed_pattern(turns, "...xxx.....", heard={7: "Uh, I"}) == {-4: "hold", -9: "resumed"}
 
 
 def test_recent_camera_frames():
@@ -56,3 +139,13 @@ def test_recent_camera_frames():
     for t in range(3, 60):
         turns.feed(chunk(t, QUIET))
     assert turns.images() == []  # nothing fresh: the camera is off
+
+
+def test_a_misheard_backchannel_resumes_and_a_request_of_three_words_cancels():
+    # how Moonshine hears espeak-ng's "Mm hmm" and "Mhm": not words that ask for anything
+    for misheard in ("Amend them.", "M. A. K. M.", "Ok, ok."):
+        turns = words_turns()
+        assert feed_pattern(turns, "...xxx.....", heard={7: misheard}) == {-4: "hold", -9: "resumed"}, misheard
+    turns = words_turns()
+    got = feed_pattern(turns, "...xxxxxx.......", heard={8: "Open the window"})
+    assert got[-8] == "barge_in" and got[8] is EndpointEvent.START

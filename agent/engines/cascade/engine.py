@@ -54,7 +54,7 @@ from media.aligner import AlignedChunk
 from media.clock import INPUT_SAMPLES_PER_TICK, OUTPUT_SAMPLES_PER_FRAME, TICK_MS
 from media.endpoint import EndpointConfig, EndpointEvent
 from media.priority import lower_thread
-from media.turn_taking import TurnTaking
+from media.turn_taking import InterruptionConfig, TurnTaking
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +162,7 @@ class CascadeEngine:
             llm = LlmDialog(self.chat, profile, opts, getattr(policy, "car", None))
         detector = await self.run(SileroDetector)
         end_silence = int(opts.get("end_silence_ms", profile.end_silence_ms or self.end_silence_ms))
-        session = CascadeSession(self, profile, policy, detector, end_silence, llm)
+        session = CascadeSession(self, profile, policy, detector, end_silence, llm, opts.get("interruptions"))
         for call in getattr(policy, "initial_tool_calls", list)():
             session.outbox.put(ToolCall(call["name"], call["arguments"], call["result"]))
         return session
@@ -191,6 +191,7 @@ class CascadeSession:
         detector: SileroDetector,
         end_silence_ms: int,
         llm: LlmDialog | None = None,
+        interruptions: InterruptionConfig | None = None,
     ) -> None:
         self.engine = engine
         self.llm = llm
@@ -204,7 +205,10 @@ class CascadeSession:
             detector,
             barge_in=profile.barge_in,
             keep_frames=0,  # the camera's frames are FaceWatch's (`self.camera`)
+            interruptions=interruptions,
+            hears_words=True,  # speech over a reply is recognised (`_hear_held`)
         )
+        self.floor = self.turns.floor
         self.camera = engine.faces.watch()
         self.history: list[tuple[str, str]] = []
         self._speculation: asyncio.Task[Prepared] | None = None
@@ -221,6 +225,8 @@ class CascadeSession:
         self._speculated = False  # the last turn's answer was made during the pause
         self._saying: dict[str, float | str] = {}  # the figures of the reply being said, for its TurnEnd
         self._segment = 0
+        self._held_pass: asyncio.Task[None] | None = None  # hearing speech over the reply
+        self._held_pass_tick = 0
         self.text_only = False
         self.verdicts = dict.fromkeys(REASONS, 0)
 
@@ -230,6 +236,8 @@ class CascadeSession:
         step = self.turns.feed(chunk, self._replying)
         if chunk.video is not None:
             self.camera.offer(chunk.tick, chunk.video.image)
+        if self.turns.held:
+            self._hear_held(chunk.tick, step.hold)
         if step.barge_in:
             self.interrupt()
         event = step.event
@@ -352,6 +360,21 @@ class CascadeSession:
         self._pause_reason = verdict.reason
         if self.turns.judge(pause, verdict.silence_ms).event is EndpointEvent.END:
             self._end_of_turn()
+
+    def _hear_held(self, tick: int, first: bool) -> None:
+        """Speech over the reply: what it says decides whether the reply goes on (`TurnTaking.heard`). Heard at
+        once, every 240 ms while it goes on, and once it has stopped; one pass at a time, ahead of background."""
+        if self._held_pass is not None and not self._held_pass.done():
+            return
+        ep = self.turns.endpointer
+        if first or ep.silent_ms == TICK_MS or (tick - self._held_pass_tick) >= 3:
+            self._held_pass_tick = tick
+            upto = ep.last_voiced_tick if ep.last_voiced_tick is not None else tick
+            self._held_pass = self._spawn(self._hear_held_words(_nonempty(self.turns.audio()), upto))
+
+    async def _hear_held_words(self, audio: np.ndarray, upto: int) -> None:
+        heard = await self.engine.run(self.models.recognizer.hear, audio, ())
+        self.turns.heard(heard.text, upto)
 
     def _maybe_pass(self, tick: int) -> None:
         busy = self._pass is not None and not self._pass.done()

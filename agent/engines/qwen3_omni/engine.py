@@ -44,7 +44,7 @@ from agent.engines.qwen3_omni.stream import Conversation, OmniStreamer, Reply, T
 from agent.profiles import Profile
 from media.aligner import AlignedChunk
 from media.endpoint import EndpointConfig, EndpointEvent
-from media.turn_taking import TurnTaking
+from media.turn_taking import InterruptionConfig, TurnTaking
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +142,9 @@ class QwenOmniEngine:
             detector = await asyncio.get_running_loop().run_in_executor(None, SileroDetector)
         opts = options or {}
         end_silence = int(opts.get("end_silence_ms", profile.end_silence_ms or self.end_silence_ms))
-        session = QwenOmniSession(self, next(self._ids), setup(profile, opts), detector, end_silence)
+        session = QwenOmniSession(
+            self, next(self._ids), setup(profile, opts), detector, end_silence, opts.get("interruptions")
+        )
         self._sessions[session.key] = session
         return session
 
@@ -187,7 +189,13 @@ class QwenOmniEngine:
 
 class QwenOmniSession:
     def __init__(
-        self, engine: QwenOmniEngine, key: int, profile: ProfileSetup, detector: Any, end_silence_ms: int
+        self,
+        engine: QwenOmniEngine,
+        key: int,
+        profile: ProfileSetup,
+        detector: Any,
+        end_silence_ms: int,
+        interruptions: InterruptionConfig | None = None,
     ) -> None:
         self.engine = engine
         self.key = key
@@ -195,8 +203,12 @@ class QwenOmniSession:
         self.loop = asyncio.get_running_loop()
         self.outbox = Outbox()
         self.turns = TurnTaking(
-            EndpointConfig(end_silence_ms=end_silence_ms, max_turn_ms=MAX_TURN_MS), detector, profile.barge_in
+            EndpointConfig(end_silence_ms=end_silence_ms, max_turn_ms=MAX_TURN_MS),
+            detector,
+            profile.barge_in,
+            interruptions=interruptions,
         )
+        self.floor = self.turns.floor
         self.context = ContextWindow(engine.prompter, profile.system, engine.max_context, engine.max_reply_tokens)
         self.text_only = False
         self._reply: Reply | None = None

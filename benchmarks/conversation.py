@@ -1,0 +1,252 @@
+"""Benchmark: a conversation in a room with a loudspeaker: echoed replies, backchannels and barge-ins.
+
+Starts `omni-agent serve` (the cascade) in its own process. An aiortc client
+(`agent.client.AgentClient`) hears the agent through a loudspeaker: its
+microphone gets what came back, delayed, attenuated and through sox's reverb
+of a room (`RoomEcho`), with no canceller of its own (as the page with
+`?raw`, a phone on speaker); the server's canceller is all there is.
+
+- Echoed replies: questions in several voices whose replies (1-9 s) come back
+  through the room; a self-interruption is a reply cut, or a user turn made
+  of its echo.
+- Backchannels: "mm hmm", "yeah", "okay", a cough ... said over a long reply;
+  resumed, never held, or (wrongly) cancelled.
+- Barge-ins: a real question or "stop" over the reply: how long after its
+  onset the reply went quiet at the client, and whether it was answered.
+
+Prints the figures and the canceller's share of a core per talking session
+(its CPU seconds from /metrics over the sessions' talking time), and writes
+JSON with the processor named.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from agent.bench import spawn_server
+from agent.client import RATE, AgentClient, RoomEcho
+from agent.machine import machine
+from tests.support import espeak_rendering, room_impulse, scrape_metrics, wait_until
+
+VOICES = [("en-us", 160), ("en-gb", 150), ("en-us+f3", 175), ("en-us+m3", 185), ("en-gb-x-rp", 165)]
+ECHOED = [  # what is asked: replies from one second (the time) to nine (what it can do)
+    "What can you do?",
+    "What time is it?",
+    "What is the date today?",
+    "Who are you?",
+    "Repeat after me: the weather is lovely today and I would like to walk by the river.",
+    "Can you see me?",
+    "Hello there.",
+    "What do you do?",
+    "Tell me the time, please.",
+    "Say the quick brown fox jumps over the lazy dog.",
+]
+BACKCHANNELS = ["Mm hmm.", "Yeah.", "Okay.", "Right.", "Uh huh.", "Yes.", "Sure.", "cough", "Mhm.", "cough"]
+BARGE_INS = [
+    "What time is it?",
+    "Stop.",
+    "What is the date today?",
+    "Wait.",
+    "Can you see me?",
+    "How many people do you see?",
+    "Tell me the time, please.",
+    "Stop, please.",
+    "Who are you?",
+    "Hello, can you hear me?",
+]
+LONG = "What can you do?"  # about nine seconds of reply
+
+
+def speech(text: str, i: int) -> np.ndarray:
+    """`text` in the i-th voice, 48 kHz, with 200 ms of silence before it."""
+    voice, speed = VOICES[i % len(VOICES)]
+    pcm = espeak_rendering(text, voice, RATE, speed=speed)
+    return np.concatenate([np.zeros(RATE // 5, np.float32), pcm * np.float32(0.9 / max(1e-3, np.abs(pcm).max()))])
+
+
+def cough(seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    parts = [np.zeros(RATE // 5, np.float32)]
+    for length, level in ((0.25, 0.5), (0.15, 0.3)):
+        n = int(length * RATE)
+        noise = np.convolve(rng.standard_normal(n), np.hanning(24) / 12, "same")
+        env = np.exp(-np.arange(n) / (0.07 * RATE)) * np.minimum(1, np.arange(n) / (0.01 * RATE))
+        parts += [(noise * env * level).astype(np.float32), np.zeros(RATE // 12, np.float32)]
+    return np.concatenate(parts)
+
+
+def onset_s(pcm: np.ndarray) -> float:
+    return float(np.flatnonzero(np.abs(pcm) > 0.02)[0]) / RATE
+
+
+def user_finals(client: AgentClient, start: int) -> list[str]:
+    msgs = client.messages[start:]
+    return [m["text"] for m in msgs if m["type"] == "transcript" and m["role"] == "user" and m["final"]]
+
+
+async def session(url: str, room: RoomEcho) -> AgentClient:
+    client = AgentClient(url.replace("http", "ws") + "/ws")
+    client.mic.room = room
+    await client.connect()
+    await wait_until(lambda: len(client.received.frames) >= 5, 20)
+    return client
+
+
+async def speaking_for(client: AgentClient, start: int, seconds: float) -> float:
+    """Wait until the reply to the turn asked at message `start` has been heard for `seconds`; its start."""
+    await client.wait_for(lambda m: m.get("state") == "speaking", 30, start)
+    began = time.monotonic()
+    await asyncio.sleep(seconds)
+    return began
+
+
+async def echoed(url: str, room: RoomEcho, n: int) -> list[dict]:
+    client = await session(url, room)
+    rows = []
+    for i in range(n):
+        text = ECHOED[i % len(ECHOED)]
+        start = len(client.messages)
+        client.mic.play(speech(text, i))
+        figures = await client.wait_for(lambda m: m["type"] == "metrics", 60, start)
+        await asyncio.sleep(1.0)  # the echo of its last words comes back
+        users = user_finals(client, start)
+        cut = bool(figures["interrupted"]) or len(users) > 1
+        rows.append({"asked": text, "heard": users, "self_interrupted": cut, **_floor(figures)})
+        print(f"  echoed {i + 1:2}: {'CUT' if cut else 'ok '} {text!r} heard {users} {_floor(figures)}", flush=True)
+    await client.close()
+    return rows
+
+
+async def backchannels(url: str, room: RoomEcho) -> list[dict]:
+    client = await session(url, room)
+    rows = []
+    for pair in range(0, len(BACKCHANNELS), 2):
+        start = len(client.messages)
+        client.mic.play(speech(LONG, pair))
+        await speaking_for(client, start, 1.5)
+        for k in (pair, pair + 1):
+            said = BACKCHANNELS[k]
+            client.mic.play(cough(k) if said == "cough" else speech(said, k))
+            await asyncio.sleep(3.0)
+        figures = await client.wait_for(lambda m: m["type"] == "metrics", 30, start)
+        await asyncio.sleep(0.5)
+        users = user_finals(client, start)
+        row = {"said": BACKCHANNELS[pair : pair + 2], "reply_cut": bool(figures["interrupted"]), "users": users}
+        rows.append({**row, **_floor(figures)})
+        print(f"  backchannels {row['said']}: cut {row['reply_cut']} {_floor(figures)} heard {users}", flush=True)
+    await client.close()
+    return rows
+
+
+async def barge_ins(url: str, room: RoomEcho) -> list[dict]:
+    client = await session(url, room)
+    rows = []
+    for i, text in enumerate(BARGE_INS):
+        start = len(client.messages)
+        client.mic.play(speech(LONG, i))
+        await speaking_for(client, start, 2.0)
+        pcm = speech(text, i + 1)
+        ident = client.mic.play(pcm)
+        await wait_until(lambda: ident in client.mic.sent_at, 5)  # noqa: B023 (awaited here)
+        spoke = client.mic.sent_at[ident] + onset_s(pcm)
+        cut = await client.wait_for(lambda m: m["type"] == "metrics", 30, start)
+        cut_at = client.message_times[client.messages.index(cut)]
+        after = cut["turn"]
+        answer = await client.wait_for(lambda m: m["type"] == "metrics" and m["turn"] > after, 30, start)  # noqa: B023
+        await asyncio.sleep(0.5)
+        quiet = client.received.quiet_from(spoke, cut_at)
+        reaction = None if quiet is None else (quiet - spoke) * 1000
+        users = user_finals(client, start)
+        row = {"said": text, "cancelled": bool(cut["interrupted"]), "reaction_ms": reaction, "heard": users[1:]}
+        row["answered"] = bool(answer) and len(users) >= 2
+        rows.append(row)
+        print(f"  barge-in {text!r}: cancelled {row['cancelled']} reaction {reaction} ms heard {users[1:]}", flush=True)
+        await asyncio.sleep(1.0)
+    await client.close()
+    return rows
+
+
+def _floor(figures: dict) -> dict:
+    return {k: figures.get(k) for k in ("interruptions", "interruptions_resumed")}
+
+
+def pct(values: list[float], q: float) -> float | None:
+    return float(np.percentile(values, q)) if values else None
+
+
+async def run(args: argparse.Namespace) -> dict:
+    ir = room_impulse(Path(tempfile.mkdtemp()), args.reverb)
+    room = lambda: RoomEcho(args.delay_ms, args.gain_db, ir)  # noqa: E731
+    proc, url = spawn_server("--engine", "cascade", "--max-sessions", "4")
+    port = int(url.rsplit(":", 1)[1])
+    t0 = time.monotonic()
+    try:
+        print(f"echoed replies ({args.delay_ms} ms, {args.gain_db} dB, reverb {args.reverb}):", flush=True)
+        echo_rows = await echoed(url, room(), args.replies)
+        print("backchannels over a reply:", flush=True)
+        bc_rows = await backchannels(url, room())
+        print("barge-ins over a reply:", flush=True)
+        bi_rows = await barge_ins(url, room())
+        metrics = scrape_metrics(port)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    talking_s = time.monotonic() - t0
+    cpu = metrics.get(("omni_echo_cpu_seconds_total", ()), 0.0)
+    reactions = [r["reaction_ms"] for r in bi_rows if r["reaction_ms"] is not None]
+    said = [s for r in bc_rows for s in r["said"]]
+    summary = {
+        "self_interruptions": sum(r["self_interrupted"] for r in echo_rows),
+        "echoed_replies": len(echo_rows),
+        "echo_reduction_db": metrics.get(("omni_echo_reduction_db", ())),
+        "echo_delay_ms": metrics.get(("omni_echo_delay_ms", ())),
+        "backchannels": len(said),
+        "backchannel_replies_cut": sum(r["reply_cut"] for r in bc_rows),
+        "backchannels_held_and_resumed": sum(r["interruptions_resumed"] or 0 for r in bc_rows),
+        "barge_ins": len(bi_rows),
+        "barge_ins_cancelled": sum(r["cancelled"] for r in bi_rows),
+        "barge_in_reaction_ms_median": pct(reactions, 50),
+        "barge_in_reaction_ms_p95": pct(reactions, 95),
+        "aec_cpu_seconds": cpu,
+        "aec_core_share_per_talking_session": cpu / talking_s,
+    }
+    return {"summary": summary, "echoed": echo_rows, "backchannels": bc_rows, "barge_ins": bi_rows}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--replies", type=int, default=20)
+    ap.add_argument("--delay-ms", type=float, default=200)
+    ap.add_argument("--gain-db", type=float, default=-6)
+    ap.add_argument("--reverb", type=int, default=50, help="sox reverb's reverberance, 0-100")
+    ap.add_argument("--json", type=Path, default=Path("results/conversation.json"))
+    args = ap.parse_args()
+    result = asyncio.run(run(args))
+    s = result["summary"]
+    print(
+        f"\nself-interruptions: {s['self_interruptions']} in {s['echoed_replies']} echoed replies "
+        f"(echo reduced {s['echo_reduction_db']:.1f} dB, path {s['echo_delay_ms']} ms)\n"
+        f"backchannels: {s['backchannels']} said, replies cut {s['backchannel_replies_cut']}, "
+        f"held and resumed {s['backchannels_held_and_resumed']}\n"
+        f"barge-ins: {s['barge_ins_cancelled']} of {s['barge_ins']} cancelled; the reply quiet "
+        f"{s['barge_in_reaction_ms_median']:.0f} ms (median), {s['barge_in_reaction_ms_p95']:.0f} ms (p95) after "
+        f"the onset, at the aiortc client\n"
+        f"echo canceller: {s['aec_cpu_seconds']:.2f} CPU s, {s['aec_core_share_per_talking_session']:.1%} of a core "
+        f"per talking session"
+    )
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    room = {"delay_ms": args.delay_ms, "gain_db": args.gain_db, "reverberance": args.reverb}
+    out = {"benchmark": "conversation", "machine": machine(), "room": room, **result}
+    args.json.write_text(json.dumps(out, indent=2))
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,325 @@
+"""The agent's own voice taken out of what the microphone heard, on the server, with the exact reference.
+
+Sans-I/O: `played(samples)` with every 20 ms frame as it leaves (the framer's
+output, so what a barge-in flushed never counts), `clean(audio)` on each
+80 ms tick of microphone audio before anything listens to it. A client with
+no canceller of its own (the page with its processing off, a Realtime
+client, a phone on speaker, a car's loudspeakers) hears the agent back; VAD
+would take that for the user talking over the reply.
+
+The canceller is WebRTC's AudioProcessingModule (AEC3 and the high-pass
+filter; its noise suppressor separately, where the input is noisy), from
+the `livekit` wheel, which ships it prebuilt and runs it without any LiveKit
+server (`WebRtcApm`: the one place that knows the binding).
+
+Timing. AEC3 pairs render (what was played) and capture (what was heard) by
+count, 10 ms frames in turn, and finds the echo's delay itself within about
+400 ms. The reference comes at the pace it is played and the microphone in
+80 ms ticks, so a tick takes exactly as many reference frames as it has
+capture frames, from a queue that absorbs the jitter between them (short of
+frames: silence, counted; more than `max_queue_ms` left over: the oldest go,
+counted). A longer echo path (a phone network, a car's Bluetooth) is found
+by a coarse estimator (the two sides' frame energies cross-correlated every
+half second while the agent speaks); when two estimates agree and AEC3 has not
+been cancelling well, the reference is held back by all but `aec_delay_ms`
+of it, so AEC3 sees a delay it can search.
+
+No echo at all (headphones, a client that plays nothing aloud) is found by
+the same estimator: the microphone's energy follows the reference at no
+delay. AEC3 does not learn that soon (its suppressor takes the user's voice
+over the reply for an echo it has not found, and silences it), so from then
+on the microphone bypasses it: only the noise suppressor and high-pass
+filter run, until an echo shows up.
+
+Cost. The canceller runs only while something played in the last `tail_s`
+(and an echo may be there); the noise suppressor only while the input's
+noise floor is at `noisy_dbfs` or above (a car). Otherwise a tick passes
+unchanged and nothing runs. AEC3 delays what it processes by 8 ms, the
+noise suppressor by 6.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from media.clock import INPUT_RATE, OUTPUT_RATE
+from media.pcm import StreamResampler
+
+FRAME = INPUT_RATE // 100  # 10 ms: the frame WebRTC's audio processing works on
+FRAME_MS = 10
+MIN_OVERLAP = 250  # frames the two envelopes share at the longest delay: fewer, and chance peaks pass 0.3
+
+
+class AudioProcessor(Protocol):
+    """One 10 ms int16 frame at a time: `reverse` what was played, `capture` what was heard (in place)."""
+
+    def reverse(self, frame: np.ndarray) -> None: ...
+
+    def capture(self, frame: np.ndarray) -> None: ...
+
+
+class WebRtcApm:
+    """WebRTC's AudioProcessingModule through the `livekit` wheel's FFI, at 16 kHz mono.
+
+    Two frames are allocated once and reused: the binding processes the buffer it is handed in place."""
+
+    def __init__(self, echo_cancellation: bool, noise_suppression: bool, high_pass_filter: bool = True) -> None:
+        from livekit import rtc  # its native library loads on first use, not when media/ is imported
+
+        self._apm = rtc.AudioProcessingModule(
+            echo_cancellation=echo_cancellation, noise_suppression=noise_suppression, high_pass_filter=high_pass_filter
+        )
+        self._rev = rtc.AudioFrame(bytearray(2 * FRAME), INPUT_RATE, 1, FRAME)
+        self._cap = rtc.AudioFrame(bytearray(2 * FRAME), INPUT_RATE, 1, FRAME)
+        self._rev_pcm = np.asarray(self._rev.data)
+        self._cap_pcm = np.asarray(self._cap.data)
+
+    def reverse(self, frame: np.ndarray) -> None:
+        self._rev_pcm[:] = frame
+        self._apm.process_reverse_stream(self._rev)
+
+    def capture(self, frame: np.ndarray) -> None:
+        self._cap_pcm[:] = frame
+        self._apm.process_stream(self._cap)
+        frame[:] = self._cap_pcm
+
+
+@dataclass
+class EchoConfig:
+    # WebRTC's noise suppressor runs only where the input is noisy: on clean speech it cost Moonshine words
+    # (espeak-ng voices: 11 % word errors raw, 16 % suppressed)
+    noise_suppression: bool = True
+    noisy_dbfs: float = -45.0  # a noise floor this loud or louder is suppressed
+    tail_s: float = 1.5  # the echo of the last sound played may come back this long after it
+    quiet_dbfs: float = -55.0  # what was played this quiet is silence: no echo of it to cancel
+    max_queue_ms: int = 40  # reference left over after a tick's share; more is dropped (clock drift, a stall)
+    aec_delay_ms: int = 200  # a coarse delay beyond max_aec_delay_ms is held back to this much
+    max_aec_delay_ms: int = 400  # AEC3 finds delays up to about this itself
+    max_delay_ms: int = 1500  # the longest echo path the coarse estimator looks for
+    good_reduction_db: float = 15.0  # echo reduced this much lately: the reference's timing is left alone
+    # The envelopes' correlation at the best delay that says an echo is there; below no_echo_score twice
+    # running (half a second apart), there is none. Measured here (speech, a reverberant room): no echo peaks at
+    # 0.09-0.32 by chance, an echo at -30 dB scores 0.45-0.68, at -6 dB 0.55-0.72.
+    echo_score: float = 0.35
+    no_echo_score: float = 0.3
+
+
+@dataclass(slots=True)
+class EchoStats:
+    frames: int = 0  # 10 ms capture frames that went through the canceller or the noise suppressor
+    skipped_frames: int = 0  # passed unchanged: nothing played lately (or no echo) and not noisy
+    echo_frames: int = 0  # processed while the agent's voice could be coming back
+    echo_in_energy: float = 0.0  # their energy before (sum of squares) ...
+    echo_out_energy: float = 0.0  # ... and after: the echo reduction is the ratio
+    reference_padded: int = 0  # 10 ms frames of reference missing when a tick needed them (silence used)
+    reference_dropped: int = 0  # ... and left over beyond the queue's bound, dropped
+    delay_estimates: int = 0  # coarse delay estimates made
+    bypassed_frames: int = 0  # the reference played, but not cancelled: no echo found
+    suppressed_frames: int = 0  # through the noise suppressor: the input was noisy
+    talking_frames: int = 0  # not cancelled: the user talked over a paused reply
+    seconds: float = 0.0  # spent in WebRTC's processing (its CPU: the calls run on the caller's thread)
+    holdback_changes: int = 0  # times the reference's hold-back moved
+
+
+class EchoCanceller:
+    def __init__(
+        self,
+        config: EchoConfig | None = None,
+        processors: Callable[[str], AudioProcessor] | None = None,
+        played_rate: int = OUTPUT_RATE,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        """`processors(kind)` makes the canceller ("echo") and the noise suppressor ("noise")."""
+        self.config = cfg = config or EchoConfig()
+        self.stats = EchoStats()
+        self._clock = clock
+        self._make = processors or (lambda kind: WebRtcApm(kind == "echo", kind == "noise"))
+        self._processor: AudioProcessor | None = None
+        self._plain: AudioProcessor | None = None
+        self._resampler = StreamResampler(played_rate, INPUT_RATE, quality="MQ")
+        self._queue: deque[np.ndarray] = deque()  # whole 10 ms reference frames, int16, oldest first
+        self._partial = np.zeros(0, np.float32)  # the reference's samples short of a whole frame
+        self._held: deque[np.ndarray] = deque()  # frames held back for a long echo path
+        self.holdback_frames = 0
+        self._since_sound = 1 << 30  # capture frames since a reference frame carried sound
+        self._tail_frames = int(cfg.tail_s * 1000) // FRAME_MS
+        self._quiet = 10 ** (cfg.quiet_dbfs / 10) * (1 << 30)  # mean square of int16 samples
+        self._max_queue = cfg.max_queue_ms // FRAME_MS
+        span = 4 * cfg.max_delay_ms // FRAME_MS  # energies kept: the longest delay looked for, four times over
+        self._far_energy = np.zeros(span, np.float32)  # per capture frame: the reference's frame at that moment
+        self._near_energy = np.zeros(span, np.float32)  # ... and the microphone's, before cancelling
+        self._energy_at = 0  # capture frames recorded (their index in both rings, modulo span)
+        self._next_estimate = cfg.max_delay_ms // FRAME_MS + MIN_OVERLAP
+        self.delay_ms: int | None = None  # the coarse estimate of the whole echo path, once there is one
+        self.echo_present: bool | None = None  # whether there is an echo path at all; None: not known yet
+        self._no_echo_seen = 0  # estimates in a row that found none
+        self._recent = (0.0, 0.0)  # energy in and out while the reference played, since the last estimate
+        self._silence = np.zeros(FRAME, np.int16)
+        self.noise_floor_dbfs: float | None = None  # the input's steady level: the quietest it has been lately
+
+    @property
+    def reduction_db(self) -> float | None:
+        """Echo reduction while the agent's voice could be coming back: energy in over energy out."""
+        s = self.stats
+        if not s.echo_frames or s.echo_in_energy <= 0:
+            return None
+        return 10 * float(np.log10(s.echo_in_energy / max(s.echo_out_energy, 1e-3)))
+
+    def played(self, samples: np.ndarray) -> None:
+        """Audio as it left for the client (int16, or float in [-1, 1], at `played_rate`), silence too."""
+        x = samples.astype(np.float32) / 32768 if samples.dtype == np.int16 else samples.astype(np.float32)
+        data = self._resampler.process(x)
+        if self._partial.size:
+            data = np.concatenate((self._partial, data))
+        whole = data.size // FRAME * FRAME
+        pcm = (np.clip(data[:whole], -1.0, 32767 / 32768) * 32768).astype(np.int16)
+        self._queue.extend(pcm.reshape(-1, FRAME))
+        self._partial = data[whole:]
+        bound = self._max_queue + 2 * 80 // FRAME_MS + 100  # a tick's share, the slack, and a stalled second
+        while len(self._queue) > bound:
+            self._queue.popleft()
+            self.stats.reference_dropped += 1
+
+    def clean(self, audio: np.ndarray, talking: bool = False) -> np.ndarray:
+        """One tick of microphone audio (float32 at 16 kHz, a whole number of 10 ms frames), echo removed.
+
+        `talking`: the user is talking over a reply that is paused for it. AEC3's suppressor takes much of a
+        voice that overlaps the echo for echo (Moonshine heard "What time is it?" as "What I visit?"), and
+        what echo is left is the tail of what played before the pause: the tick passes uncancelled."""
+        n = audio.size // FRAME
+        reference = [self._next_reference() for _ in range(n)]
+        left = len(self._queue) - self._max_queue
+        for _ in range(max(0, left)):
+            self._queue.popleft()
+            self.stats.reference_dropped += 1
+        pcm = (np.clip(audio[: n * FRAME], -1.0, 32767 / 32768) * 32768).astype(np.int16).reshape(n, FRAME)
+        energy_in = np.einsum("ij,ij->i", pcm.astype(np.float32), pcm.astype(np.float32))
+        energy_far = [float(np.dot(r.astype(np.float32), r.astype(np.float32))) for r in reference]
+        self._record(energy_far, energy_in)
+        loud = [e > self._quiet * FRAME for e in energy_far]
+        for flag in loud:
+            self._since_sound = 0 if flag else self._since_sound + 1
+        active = self._since_sound < self._tail_frames or any(loud)
+        cancel = active and self.echo_present is not False and not talking
+        if talking and active:
+            self.stats.talking_frames += n
+        self._track_noise(energy_in)
+        floor = self.noise_floor_dbfs
+        suppress = self.config.noise_suppression and floor is not None and floor >= self.config.noisy_dbfs
+        if active and self.echo_present is False:
+            self.stats.bypassed_frames += n
+        if not cancel and not suppress:
+            self.stats.skipped_frames += n
+            return audio
+        self.stats.frames += n
+        t0 = self._clock()
+        if cancel:
+            self._processor = self._processor or self._make("echo")
+            for i in range(n):
+                self._processor.reverse(self._delayed(reference[i]))
+                self._processor.capture(pcm[i])
+        if suppress:
+            self.stats.suppressed_frames += n
+            self._plain = self._plain or self._make("noise")
+            for frame in pcm:
+                self._plain.capture(frame)
+        self.stats.seconds += self._clock() - t0
+        if cancel:
+            self.stats.echo_frames += n
+            out = pcm.astype(np.float32)
+            e_in, e_out = float(energy_in.sum()) / (1 << 30), float(np.einsum("ij,ij->", out, out)) / (1 << 30)
+            self.stats.echo_in_energy += e_in
+            self.stats.echo_out_energy += e_out
+            self._recent = (self._recent[0] + e_in, self._recent[1] + e_out)
+        out = pcm.reshape(-1).astype(np.float32) / 32768
+        return out if n * FRAME == audio.size else np.concatenate((out, audio[n * FRAME :]))
+
+    def _track_noise(self, energy: np.ndarray) -> None:
+        """The noise floor: the first tick's level, then down at once and up slowly (0.5 dB a tick), so it stays
+        under speech (which pauses) and follows a car's road noise as it grows."""
+        level = 10 * float(np.log10(float(energy.mean()) / FRAME / (1 << 30) + 1e-12))
+        floor = self.noise_floor_dbfs
+        self.noise_floor_dbfs = level if floor is None or level < floor else floor + min(0.5, level - floor)
+
+    # ---- the reference's timing ----
+
+    def _next_reference(self) -> np.ndarray:
+        if self._queue:
+            return self._queue.popleft()
+        self.stats.reference_padded += 1
+        return self._silence
+
+    def _delayed(self, frame: np.ndarray) -> np.ndarray:
+        """The reference as AEC3 gets it: `holdback_frames` later than it was played."""
+        if not self.holdback_frames:
+            return frame
+        self._held.append(frame)
+        return self._held.popleft() if len(self._held) > self.holdback_frames else self._silence
+
+    def _record(self, far: list[float], near: np.ndarray) -> None:
+        span = self._far_energy.size
+        for f, e in zip(far, near.tolist(), strict=True):
+            i = self._energy_at % span
+            self._far_energy[i] = f
+            self._near_energy[i] = e
+            self._energy_at += 1
+        if self._energy_at >= self._next_estimate:
+            self._next_estimate = self._energy_at + 500 // FRAME_MS
+            self._estimate()
+
+    def _estimate(self) -> None:
+        """The echo path's delay from the last seconds' energies, when the agent spoke enough of them."""
+        cfg = self.config
+        span = self._far_energy.size
+        count = min(self._energy_at, span)
+        order = (np.arange(self._energy_at - count, self._energy_at)) % span
+        far = np.log10(self._far_energy[order] + 1.0)
+        near = np.log10(self._near_energy[order] + 1.0)
+        sounding = self._far_energy[order] > self._quiet * FRAME
+        lags = cfg.max_delay_ms // FRAME_MS
+        if count < lags + MIN_OVERLAP or sounding.mean() < 0.25:
+            return
+        # Syllables, not turns: each envelope less its 500 ms moving average. A conversation's alternation (the
+        # agent speaks, then the user) correlates the raw envelopes at the gap between turns, with no echo at all.
+        far, near = _syllables(far), _syllables(near)
+        scores = np.zeros(lags + 1, np.float32)
+        for lag in range(lags + 1):
+            a, b = far[: count - lag], near[lag:]
+            norm = float(np.sqrt(np.dot(a, a) * np.dot(b, b)))
+            scores[lag] = float(np.dot(a, b)) / norm if norm > 0 else 0.0
+        best = int(np.argmax(scores))
+        if scores[best] < cfg.echo_score:
+            self._no_echo_seen = self._no_echo_seen + 1 if scores[best] < cfg.no_echo_score else 0
+            if self._no_echo_seen >= 2:
+                self.echo_present = False
+            return
+        self._no_echo_seen = 0
+        self.echo_present = True
+        self.stats.delay_estimates += 1
+        previous, self.delay_ms = self.delay_ms, best * FRAME_MS
+        recent_in, recent_out = self._recent
+        self._recent = (0.0, 0.0)
+        if previous is None or abs(previous - self.delay_ms) > 30:
+            return  # the same delay twice running before anything moves
+        if recent_in <= 0 or 10 * np.log10(recent_in / max(recent_out, 1e-9)) >= cfg.good_reduction_db:
+            return  # AEC3 cancels well as it is: moving its reference would only make it start over
+        hold = 0
+        if self.delay_ms > cfg.max_aec_delay_ms:
+            hold = (self.delay_ms - cfg.aec_delay_ms) // FRAME_MS
+        if abs(hold - self.holdback_frames) * FRAME_MS > 60 or (hold == 0) != (self.holdback_frames == 0):
+            self.holdback_frames = hold
+            self._held.clear()
+            self.stats.holdback_changes += 1
+
+
+def _syllables(envelope: np.ndarray, span: int = 50) -> np.ndarray:
+    """A log-energy envelope (10 ms frames) less its moving average over `span` frames (over fewer at the ends:
+    zeros beyond them would make both envelopes' ends stand out together, a correlation at no delay)."""
+    kernel = np.ones(span, np.float32)
+    return envelope - np.convolve(envelope, kernel, "same") / np.convolve(np.ones_like(envelope), kernel, "same")

@@ -1,0 +1,152 @@
+"""A conversation in a room, over real WebRTC on loopback: the agent's voice comes back through the client's
+microphone (a loudspeaker, a delay, sox's reverb; no canceller on the client, as the page with ?raw), and the
+user talks over the reply: a question, a backchannel, a cough, "stop".
+
+The server's echo canceller (media/echo_cancel.py) and the judged interruptions (media/turn_taking.py) are
+what these check; each test names which part fails it when taken away.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from agent.client import AgentClient, RoomEcho
+from tests.support import (
+    make_config,
+    media_flowing,
+    room_impulse,
+    running,
+    scrape_until,
+    spoken,
+    wait_until,
+    ws_url,
+)
+
+QUESTION = "What can you do?"  # about 9 s of reply
+
+
+def user_turns(client: AgentClient, start: int = 0) -> list[str]:
+    return [
+        m["text"] for m in client.messages[start:] if m["type"] == "transcript" and m["role"] == "user" and m["final"]
+    ]
+
+
+def cough(seed: int = 0, rate: int = 48_000) -> np.ndarray:
+    """A cough: a burst of band-limited noise with a sharp attack, 250 ms, then a shorter second one."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for length, level in ((0.25, 0.4), (0.15, 0.25)):
+        n = int(length * rate)
+        noise = np.convolve(rng.standard_normal(n), np.hanning(24) / 12, "same")
+        env = np.exp(-np.arange(n) / (0.07 * rate)) * np.minimum(1, np.arange(n) / (0.01 * rate))
+        out += [noise * env * level, np.zeros(int(0.08 * rate))]
+    return np.concatenate(out).astype(np.float32)
+
+
+async def reply_under_way(client: AgentClient, server, start: int, seconds: float = 2.0) -> None:
+    await client.wait_for(lambda m: m.get("state") == "speaking", 30, start)
+    pump = next(iter(server.sessions.values())).pump
+    frames = pump.framer.stats.speech_frames
+    assert await wait_until(lambda: pump.framer.stats.speech_frames >= frames + seconds * 50, seconds + 10)
+
+
+@pytest.mark.parametrize("delay_ms, gain_db", [(80, -6), (200, -6), (300, -15)])
+async def test_the_agent_hearing_its_own_voice_back_does_not_interrupt_itself(tmp_path, delay_ms, gain_db):
+    """Fails with media.echo_cancellation off: the echo is heard as speech over the reply, held again and again
+    and taken for the user's words (or cancelled outright with the interruptions unjudged)."""
+    async with running(make_config("cascade")) as server:
+        client = AgentClient(ws_url(server))
+        client.mic.room = RoomEcho(delay_ms, gain_db, room_impulse(tmp_path))
+        await client.connect()
+        await media_flowing(client)
+        start = len(client.messages)
+        client.mic.play(spoken(QUESTION, tmp_path))
+        figures = await client.wait_for(lambda m: m["type"] == "metrics", 60, start)
+        pump = next(iter(server.sessions.values())).pump
+        held, said = pump.framer.stats.held_frames, pump.framer.stats.speech_frames
+        metrics = await scrape_until(server.port, lambda m: ("omni_echo_reduction_db", ()) in m, 10)
+        await client.close()
+    print(
+        f"{delay_ms} ms, {gain_db} dB: held {held} of {said} speech frames; figures {figures}; "
+        f"echo reduction {metrics.get(('omni_echo_reduction_db', ()))} dB, delay {pump.echo.delay_ms} ms"
+    )
+    assert figures["interrupted"] is False, "the agent's own voice cut its reply"
+    assert user_turns(client, start) == [user_turns(client, start)[0]], "its echo became a user turn"
+    assert held <= 0.05 * said, "the reply kept stopping for its own echo"
+    assert metrics[("omni_echo_reduction_db", ())] >= 12
+    assert pump.echo.delay_ms is not None and delay_ms - 40 <= pump.echo.delay_ms <= delay_ms + 200
+
+
+async def test_a_question_over_the_echoed_reply_stops_it_at_once_and_is_answered(tmp_path):
+    """Fails with the interruptions unheard (a hearer that never gives words): the question is long enough to
+    cancel by its length only after commit_ms; and with echo cancellation off (the echo's own holds)."""
+    async with running(make_config("cascade")) as server:
+        client = AgentClient(ws_url(server))
+        client.mic.room = RoomEcho(200, -6, room_impulse(tmp_path))
+        await client.connect()
+        await media_flowing(client)
+        start = len(client.messages)
+        client.mic.play(spoken(QUESTION, tmp_path))
+        await reply_under_way(client, server, start)
+        pump = next(iter(server.sessions.values())).pump
+        question = spoken("How many people do you see?", tmp_path)
+        onset = int(np.flatnonzero(np.abs(question) > 0.02)[0])
+        ident = client.mic.play(question)
+        cut = await client.wait_for(lambda m: m["type"] == "metrics", 30, start)
+        cut_at = client.message_times[client.messages.index(cut)]
+        answered = await client.wait_for(
+            lambda m: m["type"] == "transcript" and m["role"] == "assistant" and m["final"] and m["turn"] == 2,
+            30,
+            start,
+        )
+        figures = [m for m in client.messages[start:] if m["type"] == "metrics"]
+        await client.close()
+    spoke_at = client.mic.sent_at[ident] + onset / 48_000
+    stopped = client.received.quiet_from(spoke_at, cut_at)  # quiet at the client from then until the cut
+    assert stopped is not None, "the reply was still sounding when it was cut"
+    reaction_ms = (stopped - spoke_at) * 1000
+    print(f"the reply stopped {reaction_ms:.0f} ms after the question's onset; answer {answered['text']!r}")
+    assert "camera is off" in answered["text"], (user_turns(client, start), answered["text"])
+    assert figures[0]["interrupted"] is True and figures[0]["interruptions"] >= 1
+    # its first voiced tick holds the reply (80-160 ms of speech), and the hold silences the next 20 ms frame;
+    # the rest is the loopback and the client's own frame
+    assert reaction_ms <= 160 + 2 * 80, reaction_ms
+    assert pump.floor.confirmed == 1
+
+
+async def test_a_backchannel_and_a_cough_leave_the_reply_going_and_stop_cancels_it(tmp_path):
+    """Fails with the interruptions unjudged (`interruptions.judge: false`): each cuts the reply. The client
+    cancels its own echo (the page, by default), so what is judged is only what the user said."""
+    async with running(make_config("cascade")) as server:
+        client = AgentClient(ws_url(server))
+        client.echo_cancelled = True
+        await client.connect()
+        await media_flowing(client)
+        start = len(client.messages)
+        client.mic.play(spoken(QUESTION, tmp_path))
+        await reply_under_way(client, server, start, 1.5)
+        pump = next(iter(server.sessions.values())).pump
+        for sound in (spoken("Mm hmm.", tmp_path), cough(), spoken("Okay.", tmp_path), spoken("Yeah.", tmp_path)):
+            client.mic.play(sound)
+            await reply_under_way(client, server, start, 1.2)  # it goes on (held, it would not)
+        first = await client.wait_for(lambda m: m["type"] == "metrics", 40, start)
+        resumed = pump.floor.resumed
+        # the next reply, cut by "stop"
+        again = len(client.messages)
+        client.mic.play(spoken(QUESTION, tmp_path))
+        await reply_under_way(client, server, again, 1.5)
+        client.mic.play(spoken("Stop.", tmp_path))
+        cut = await client.wait_for(lambda m: m["type"] == "metrics", 20, again)
+        await client.wait_for(lambda m: m["type"] == "metrics" and m["turn"] > cut["turn"], 20, again)
+        resumed_key = ("omni_interruptions_total", (("outcome", "resumed"),))
+        metrics = await scrape_until(server.port, lambda m: m.get(resumed_key), 10)
+        await client.close()
+    print(f"first reply {first}; resumed {resumed}; cut {cut}; floor {pump.floor}")
+    assert first["interrupted"] is False, "a backchannel or a cough cut the reply"
+    assert resumed >= 2 and first["interruptions_resumed"] >= 2  # the "mhm" and "okay" at least (a cough may not hold)
+    assert user_turns(client, start)[:1] == [user_turns(client, start)[0]]
+    assert len(user_turns(client, start)) == 3, user_turns(client, start)  # the two questions and "stop", no more
+    assert cut["interrupted"] is True
+    assert user_turns(client, again)[-1].lower().startswith("stop")
+    assert metrics[resumed_key] >= 2

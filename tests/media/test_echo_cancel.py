@@ -1,0 +1,159 @@
+"""EchoCanceller: WebRTC's AEC3 (the livekit wheel) fed as the session feeds it, on synthetic rooms.
+
+The agent's speech is espeak-ng's; the room is a delay, a gain and a decaying reverb; the reference arrives
+in 20 ms frames at 24 kHz and the microphone in 80 ms ticks at 16 kHz, as over WebRTC."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from media.echo_cancel import EchoCanceller
+from media.pcm import StreamResampler
+from tests.support import espeak_rendering, pink_noise
+
+TICK = 1280  # 80 ms at 16 kHz
+PULL = 480  # 20 ms at 24 kHz
+
+SAID = [
+    "It is ten past three in the afternoon, and the sun is still shining over the hills.",
+    "You can ask me for the time or the date, or how many people I can see.",
+    "The front left window is open halfway, and the cabin is set to twenty one degrees.",
+]
+
+
+@pytest.fixture(scope="module")
+def agent_speech() -> np.ndarray:
+    return np.concatenate([espeak_rendering(t, "en-us", 24_000) for t in SAID]).astype(np.float32)
+
+
+def room(far24: np.ndarray, delay_ms: int, gain_db: float, seed: int = 0) -> np.ndarray:
+    """What the microphone hears of `far24` (24 kHz) at 16 kHz: delayed, reverberant, with a little noise."""
+    rs = StreamResampler(24_000, 16_000, quality="HQ")
+    far16 = np.concatenate([rs.process(far24), rs.process(np.zeros(0, np.float32), last=True)])
+    rng = np.random.default_rng(seed)
+    ir = rng.standard_normal(16 * 150) * np.exp(-np.arange(16 * 150) / (16 * 40))
+    ir[0] = 3.0
+    ir /= np.sqrt(np.dot(ir, ir))
+    wet = np.convolve(far16, ir)[: far16.size] * 10 ** (gain_db / 20)
+    d = delay_ms * 16
+    n = (far16.size + d + 16_000) // TICK * TICK
+    mic = rng.standard_normal(n).astype(np.float32) * 3e-4
+    mic[d : d + wet.size] += wet[: n - d]
+    return mic
+
+
+def run(aec: EchoCanceller, far24: np.ndarray, mic: np.ndarray) -> np.ndarray:
+    played = np.zeros(mic.size * 3 // 2 + PULL * 4, np.float32)
+    played[: far24.size] = far24[: played.size]
+    out = np.zeros_like(mic)
+    for t in range(0, mic.size, TICK):
+        for k in range(4):  # four 20 ms frames leave, then the tick they overlap comes in
+            start = t * 3 // 2 + k * PULL
+            aec.played((np.clip(played[start : start + PULL], -1, 1) * 32767).astype(np.int16))
+        out[t : t + TICK] = aec.clean(mic[t : t + TICK])
+    return out
+
+
+def db(x: np.ndarray) -> float:
+    return 10 * float(np.log10(np.mean(np.square(x, dtype=np.float64)) + 1e-12))
+
+
+@pytest.mark.parametrize("delay_ms, gain_db", [(80, -6), (200, -6), (300, -15)])
+def test_the_agents_voice_is_taken_out_of_what_the_microphone_heard(agent_speech, delay_ms, gain_db):
+    mic = room(agent_speech, delay_ms, gain_db)
+    aec = EchoCanceller()
+    out = run(aec, agent_speech, mic)
+    settled = slice(delay_ms * 16 + 2 * 16_000, delay_ms * 16 + agent_speech.size * 2 // 3)
+    reduction = db(mic[settled]) - db(out[settled])
+    print(f"{delay_ms} ms, {gain_db} dB: {reduction:.1f} dB less echo once settled; estimated {aec.delay_ms} ms")
+    assert reduction >= 25, reduction
+    assert aec.reduction_db is not None and aec.reduction_db >= 15  # the session's figure, convergence included
+    assert aec.delay_ms is not None and abs(aec.delay_ms - delay_ms) <= 40  # the coarse estimate of the path
+
+
+def test_the_users_voice_over_the_echo_comes_through(agent_speech):
+    mic = room(agent_speech, 200, -6)
+    user = espeak_rendering("What is the weather like in Paris tomorrow morning?", "en-gb", 16_000) * 0.5
+    at = 4 * 16_000  # the user talks over the reply, once the canceller has settled
+    mic[at : at + user.size] += user
+    out = run(EchoCanceller(), agent_speech, mic)
+    lag = 128  # AEC3 delays what it processes by 8 ms
+    heard = out[at + lag : at + lag + user.size]
+    kept = db(heard) - db(user)
+    # the user's words are there: the two loudness contours (10 ms frames) follow each other (the suppressor's
+    # gains change phases, so the waveforms themselves need not)
+    n = user.size // 160 * 160
+    a, b = (np.log10(np.square(x[:n]).reshape(-1, 160).mean(axis=1) + 1e-7) for x in (heard, user))
+    corr = float(np.corrcoef(a, b)[0, 1])
+    print(f"the user's voice {kept:+.1f} dB, {lag / 16:.1f} ms later, correlation {corr:.2f}")
+    assert kept > -6  # double talk: the user's voice is not cancelled with the echo
+    assert corr > 0.5, corr  # its residual echo and the double-talk suppression colour it
+
+
+@pytest.mark.parametrize("gain_db", [None, -15])
+def test_with_no_echo_path_the_users_voice_over_the_reply_is_not_taken_for_one(agent_speech, gain_db):
+    """Headphones: AEC3 alone would silence the user over the reply for as long as it plays (it assumes an
+    echo it has not found); once the estimator finds none, the microphone bypasses it. A weak echo is kept."""
+    mic = room(agent_speech, 200, -120 if gain_db is None else gain_db)
+    user = espeak_rendering("Okay.", "en-us", 16_000) * 0.3
+    spans = [int(s * 16_000) for s in (5.0, 6.5)]
+    for at in spans:
+        mic[at : at + user.size] += user
+    aec = EchoCanceller()
+    out = run(aec, agent_speech, mic)
+    kept = [db(out[at + 128 : at + 128 + user.size]) - db(user) for at in spans]
+    print(f"echo {gain_db} dB: found {aec.echo_present}; 'okay' {kept} dB; {aec.stats.bypassed_frames} frames bypassed")
+    assert aec.echo_present is (gain_db is not None)
+    assert all(k > -4 for k in kept), kept
+    if gain_db is None:
+        assert aec.stats.bypassed_frames > 0
+
+
+def test_a_long_echo_path_is_held_back_into_the_cancellers_reach(agent_speech):
+    far = np.concatenate([agent_speech, agent_speech])
+    mic = room(far, 700, -6)
+    aec = EchoCanceller()
+    out = run(aec, far, mic)
+    late = slice(mic.size - 6 * 16_000, mic.size - 16_000)
+    reduction = db(mic[late]) - db(out[late])
+    print(f"700 ms: estimated {aec.delay_ms} ms, reference held back {aec.holdback_frames * 10} ms, {reduction:.1f} dB")
+    assert aec.delay_ms is not None and abs(aec.delay_ms - 700) <= 40
+    assert abs(aec.holdback_frames * 10 - (aec.delay_ms - 200)) <= 60  # moved only by more than 60 ms
+    assert reduction >= 20, reduction  # AEC3 alone finds delays up to about 400 ms: without it, near 0
+
+
+def test_nothing_runs_while_nothing_plays_and_the_room_is_quiet_and_the_suppressor_runs_in_a_car():
+    aec = EchoCanceller()
+    rng = np.random.default_rng(1)
+    speech = espeak_rendering("Hello there, what time is it?", "en-us", 16_000)
+    room = np.concatenate([rng.standard_normal(TICK * 10) * 1e-4, speech]).astype(np.float32)
+    silence = np.zeros(PULL, np.int16)
+    out = []
+    for t in range(0, room.size - TICK + 1, TICK):
+        for _ in range(4):
+            aec.played(silence)
+        out.append(aec.clean(room[t : t + TICK]))
+    assert np.array_equal(np.concatenate(out), room[: len(out) * TICK])  # the user in a quiet room: untouched
+    assert aec.stats.frames == 0 and aec._processor is None and aec._plain is None  # nothing was even made
+    car = EchoCanceller()
+    noise = (pink_noise(TICK * 40, 2) * 0.03).astype(np.float32)  # road noise at about -30 dBFS
+    for t in range(0, noise.size, TICK):
+        for _ in range(4):
+            car.played(silence)
+        car.clean(noise[t : t + TICK])
+    print(f"noise floor {car.noise_floor_dbfs:.1f} dBFS; {car.stats.suppressed_frames} frames suppressed")
+    assert car.stats.suppressed_frames > 0 and car._processor is None  # the suppressor, and no canceller
+
+
+def test_the_reference_is_bounded_and_what_went_missing_is_counted():
+    aec = EchoCanceller()
+    frame = np.full(PULL, 1000, np.int16)
+    for _ in range(500):  # 10 s played while the microphone sent nothing (a stalled client)
+        aec.played(frame)
+    assert len(aec._queue) <= 200 and aec.stats.reference_dropped > 0
+    aec.clean(np.zeros(TICK, np.float32))
+    assert len(aec._queue) <= 4  # a tick takes its share; what is left over beyond 40 ms goes
+    for _ in range(3):
+        aec.clean(np.zeros(TICK, np.float32))
+    assert aec.stats.reference_padded >= 8  # ticks with nothing played to pair with: silence, counted

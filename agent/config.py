@@ -173,6 +173,7 @@ class InterruptionsConfig:
     resume_silence_ms: int = 320  # that speech has stopped after this much silence (not a gap mid-sentence)
     words_wait_ms: int = 400  # after it stopped, how long its words may take to be heard
     confirm_without_words_ms: int = 560  # engines that hear no words of their own: speech this long cancels
+    continuation_ms: int = 1500  # speech cancelling the reply this soon after the user's turn ended continues it
     backchannels: list[str] = field(default_factory=lambda: sorted(BACKCHANNELS))
 
     def judging(self) -> InterruptionConfig:
@@ -183,6 +184,7 @@ class InterruptionsConfig:
             self.words_wait_ms,
             self.confirm_without_words_ms,
             frozenset(w.lower() for w in self.backchannels),
+            self.continuation_ms,
         )
 
 

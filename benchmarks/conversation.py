@@ -88,6 +88,24 @@ async def session(url: str, room: RoomEcho) -> AgentClient:
     return client
 
 
+async def settle(client: AgentClient, quiet_s: float = 1.5, timeout_s: float = 60) -> None:
+    """Until the agent has been listening, with no message from the server, for `quiet_s`: each trial starts from
+    rest and is judged on all it led to (a reply cut by its own echo, the turn its echo made, a question split in
+    two), whatever the one before left going."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        seen = len(client.messages)
+        await asyncio.sleep(quiet_s)
+        states = [m["state"] for m in client.messages if m["type"] == "state"]
+        if len(client.messages) == seen and (not states or states[-1] == "listening"):
+            return
+    raise TimeoutError(f"the agent did not come to rest within {timeout_s} s")
+
+
+def metrics_since(client: AgentClient, start: int) -> list[dict]:
+    return [m for m in client.messages[start:] if m["type"] == "metrics"]
+
+
 async def speaking_for(client: AgentClient, start: int, seconds: float) -> float:
     """Wait until the reply to the turn asked at message `start` has been heard for `seconds`; its start."""
     await client.wait_for(lambda m: m.get("state") == "speaking", 30, start)
@@ -100,15 +118,17 @@ async def echoed(url: str, room: RoomEcho, n: int) -> list[dict]:
     client = await session(url, room)
     rows = []
     for i in range(n):
+        await settle(client)
         text = ECHOED[i % len(ECHOED)]
         start = len(client.messages)
         client.mic.play(speech(text, i))
-        figures = await client.wait_for(lambda m: m["type"] == "metrics", 60, start)
-        await asyncio.sleep(1.0)  # the echo of its last words comes back
-        users = user_finals(client, start)
-        cut = bool(figures["interrupted"]) or len(users) > 1
-        rows.append({"asked": text, "heard": users, "self_interrupted": cut, **_floor(figures)})
-        print(f"  echoed {i + 1:2}: {'CUT' if cut else 'ok '} {text!r} heard {users} {_floor(figures)}", flush=True)
+        await client.wait_for(lambda m: m["type"] == "metrics", 60, start)
+        await settle(client)  # the echo of its last words came back, and whatever it led to was said
+        users, turns = user_finals(client, start), metrics_since(client, start)
+        cut = any(m["interrupted"] for m in turns) or len(users) > 1
+        figures = _floor(turns)
+        rows.append({"asked": text, "heard": users, "self_interrupted": cut, **figures})
+        print(f"  echoed {i + 1:2}: {'CUT' if cut else 'ok '} {text!r} heard {users} {figures}", flush=True)
     await client.close()
     return rows
 
@@ -117,6 +137,7 @@ async def backchannels(url: str, room: RoomEcho) -> list[dict]:
     client = await session(url, room)
     rows = []
     for pair in range(0, len(BACKCHANNELS), 2):
+        await settle(client)
         start = len(client.messages)
         client.mic.play(speech(LONG, pair))
         await speaking_for(client, start, 1.5)
@@ -124,12 +145,12 @@ async def backchannels(url: str, room: RoomEcho) -> list[dict]:
             said = BACKCHANNELS[k]
             client.mic.play(cough(k, RATE, 0.2) if said == "cough" else speech(said, k))
             await asyncio.sleep(3.0)
-        figures = await client.wait_for(lambda m: m["type"] == "metrics", 30, start)
-        await asyncio.sleep(0.5)
-        users = user_finals(client, start)
-        row = {"said": BACKCHANNELS[pair : pair + 2], "reply_cut": bool(figures["interrupted"]), "users": users}
-        rows.append({**row, **_floor(figures)})
-        print(f"  backchannels {row['said']}: cut {row['reply_cut']} {_floor(figures)} heard {users}", flush=True)
+        await client.wait_for(lambda m: m["type"] == "metrics", 30, start)
+        await settle(client)
+        users, turns = user_finals(client, start), metrics_since(client, start)
+        row = {"said": BACKCHANNELS[pair : pair + 2], "reply_cut": any(m["interrupted"] for m in turns), "users": users}
+        rows.append({**row, **_floor(turns)})
+        print(f"  backchannels {row['said']}: cut {row['reply_cut']} {_floor(turns)} heard {users}", flush=True)
     await client.close()
     return rows
 
@@ -138,6 +159,7 @@ async def barge_ins(url: str, room: RoomEcho) -> list[dict]:
     client = await session(url, room)
     rows = []
     for i, text in enumerate(BARGE_INS):
+        await settle(client)
         start = len(client.messages)
         client.mic.play(speech(LONG, i))
         await speaking_for(client, start, 2.0)
@@ -150,20 +172,20 @@ async def barge_ins(url: str, room: RoomEcho) -> list[dict]:
         after = cut["turn"]
         if cut["interrupted"]:  # the barge-in's own answer
             await client.wait_for(lambda m: m["type"] == "metrics" and m["turn"] > after, 30, start)  # noqa: B023
-        await asyncio.sleep(0.5)
+        await settle(client)
         quiet = client.received.quiet_from(spoke, cut_at) if cut["interrupted"] else None
         reaction = None if quiet is None else (quiet - spoke) * 1000
         users = user_finals(client, start)
         row = {"said": text, "cancelled": bool(cut["interrupted"]), "reaction_ms": reaction, "heard": users[1:]}
         rows.append(row)
         print(f"  barge-in {text!r}: cancelled {row['cancelled']} reaction {reaction} ms heard {users[1:]}", flush=True)
-        await asyncio.sleep(1.0)
     await client.close()
     return rows
 
 
-def _floor(figures: dict) -> dict:
-    return {k: figures.get(k) for k in ("interruptions", "interruptions_resumed")}
+def _floor(turns: list[dict]) -> dict:
+    """Speech over the replies of these turns: held, and of those resumed."""
+    return {k: sum(m.get(k) or 0 for m in turns) for k in ("interruptions", "interruptions_resumed")}
 
 
 def pct(values: list[float], q: float) -> float | None:

@@ -61,6 +61,7 @@ class AlignedChunk:
     tick: int
     audio: np.ndarray  # 1280 float32 samples, 16 kHz mono
     video: VideoSample | None = None
+    echo: bool = False  # the audio is the agent's own voice coming back, as the echo canceller left it: no one spoke
 
 
 @dataclass(slots=True)

@@ -102,6 +102,8 @@ class EchoConfig:
     aec_delay_ms: int = 200  # a coarse delay beyond max_aec_delay_ms is held back to this much
     max_aec_delay_ms: int = 400  # AEC3 finds delays up to about this itself
     max_delay_ms: int = 1500  # the longest echo path the coarse estimator looks for
+    reverb_ms: int = 300  # how long a room rings after the echo's delay: while the reply is held, cancelled still
+    gate_db: float = 12.0  # a frame the canceller took this much out of was mostly echo: silenced (`_gate`)
     good_reduction_db: float = 15.0  # echo reduced this much lately: the reference's timing is left alone
     # The envelopes' correlation at the best delay that says an echo is there; below no_echo_score three times
     # running (half a second apart), before any echo was found, there is none. Measured on synthetic rooms
@@ -123,7 +125,8 @@ class EchoStats:
     delay_estimates: int = 0  # coarse delay estimates made
     bypassed_frames: int = 0  # the reference played, but not cancelled: no echo found
     suppressed_frames: int = 0  # through the noise suppressor: the input was noisy
-    talking_frames: int = 0  # not cancelled: the user talked over a paused reply
+    talking_frames: int = 0  # not cancelled: the user talked over a paused reply, its echo died away
+    unvoiced_ticks: int = 0  # ticks that were the agent's voice coming back and what was left of it: no speech
     seconds: float = 0.0  # spent in WebRTC's processing (its CPU: the calls run on the caller's thread)
     holdback_changes: int = 0  # times the reference's hold-back moved
 
@@ -163,6 +166,7 @@ class EchoCanceller:
         self._recent = (0.0, 0.0)  # energy in and out while the reference played, since the last estimate
         self._silence = np.zeros(FRAME, np.int16)
         self.noise_floor_dbfs: float | None = None  # the input's steady level: the quietest it has been lately
+        self.echo_only = False  # the last tick was the agent's voice coming back, not the user's: not speech
 
     @property
     def reduction_db(self) -> float | None:
@@ -190,9 +194,11 @@ class EchoCanceller:
     def clean(self, audio: np.ndarray, talking: bool = False) -> np.ndarray:
         """One tick of microphone audio (float32 at 16 kHz, a whole number of 10 ms frames), echo removed.
 
-        `talking`: the user is talking over a reply that is paused for it. AEC3's suppressor takes much of a
-        voice that overlaps the echo for echo (Moonshine heard "What time is it?" as "What I visit?"), and
-        what echo is left is the tail of what played before the pause: the tick passes uncancelled."""
+        `talking`: the user is talking over a reply that is paused for it. AEC3 still gets every frame (it stays
+        in step with the reference), but once the echo of what played before the pause has died away the tick
+        passes uncancelled: AEC3's suppressor takes much of a voice that overlapped the echo for echo, and
+        Moonshine heard "What time is it?" as "What I visit?"."""
+        cfg = self.config
         n = audio.size // FRAME
         reference = np.stack([self._next_reference() for _ in range(n)])
         left = len(self._queue) - self._max_queue
@@ -206,14 +212,17 @@ class EchoCanceller:
         loud = np.flatnonzero(energy_far > self._quiet * FRAME)
         self._since_sound = n - 1 - int(loud[-1]) if loud.size else self._since_sound + n
         active = self._since_sound < self._tail_frames or bool(loud.size)
-        cancel = active and self.echo_present is not False and not talking
-        if talking and active:
+        cancel = active and self.echo_present is not False
+        echo_tail_ms = (self.delay_ms if self.delay_ms is not None else cfg.max_aec_delay_ms) + cfg.reverb_ms
+        passes = talking and active and (self._since_sound * FRAME_MS >= echo_tail_ms or not cancel)
+        if passes:
             self.stats.talking_frames += n
         self._track_noise(energy_in)
         floor = self.noise_floor_dbfs
-        suppress = self.config.noise_suppression and floor is not None and floor >= self.config.noisy_dbfs
+        suppress = cfg.noise_suppression and floor is not None and floor >= cfg.noisy_dbfs
         if active and self.echo_present is False:
             self.stats.bypassed_frames += n
+        self.echo_only = False
         if not cancel and not suppress:
             self.stats.skipped_frames += n
             return audio
@@ -221,19 +230,25 @@ class EchoCanceller:
         t0 = self._clock()
         if cancel:
             self._processor = self._processor or self._make("echo")
+            raw = pcm.copy() if passes else pcm
             for i in range(n):
                 self._processor.reverse(self._delayed(reference[i]))
                 self._processor.capture(pcm[i])
+            if passes:
+                pcm = raw
         if suppress:
             self.stats.suppressed_frames += n
             self._plain = self._plain or self._make("noise")
             for frame in pcm:
                 self._plain.capture(frame)
         self.stats.seconds += self._clock() - t0
-        if cancel:
-            self.stats.echo_frames += n
+        if cancel and not passes:
             out = pcm.astype(np.float32)
             e_in, e_out = float(energy_in.sum()) / (1 << 30), float(np.einsum("ij,ij->", out, out)) / (1 << 30)
+            self.echo_only = e_out * 10 ** (cfg.gate_db / 10) <= e_in and e_in > self._quiet * n * FRAME / (1 << 30)
+            self.stats.unvoiced_ticks += self.echo_only
+        if cancel and not talking:
+            self.stats.echo_frames += n
             self.stats.echo_in_energy += e_in
             self.stats.echo_out_energy += e_out
             self._recent = (self._recent[0] + e_in, self._recent[1] + e_out)

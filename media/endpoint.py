@@ -90,9 +90,11 @@ class Endpointer:
         self._silent_ms = 0
         self._run = 0
 
-    def update(self, tick: int, audio: np.ndarray) -> EndpointEvent | None:
+    def update(self, tick: int, audio: np.ndarray, echo: bool = False) -> EndpointEvent | None:
+        """`echo`: the tick is the agent's voice coming back (`AlignedChunk.echo`): the detector hears it (its state
+        goes on) but it is not speech."""
         cfg = self.config
-        voiced = self.detector(audio)
+        voiced = self.detector(audio) and not echo
         if not self.in_speech:
             self._run = self._run + 1 if voiced else 0
             if self._run >= cfg.start_ticks:

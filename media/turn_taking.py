@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from media.aligner import AlignedChunk
-from media.clock import TICK_MS
+from media.clock import INPUT_RATE, TICK_MS
 from media.endpoint import EndpointConfig, Endpointer, EndpointEvent, RecentFrames, Utterance, VoiceDetector
 
 # Words that keep the floor with the speaker: said over a reply, they are not a turn.
@@ -53,6 +53,9 @@ class InterruptionConfig:
     words_wait_ms: int = 400  # ... and then how long its words may take to come
     confirm_without_words_ms: int = 560  # an engine that hears no words: speech this long cancels
     backchannels: frozenset[str] = field(default_factory=lambda: BACKCHANNELS)
+    # Speech that cancels a reply this soon after the user's last turn ended goes on with that turn: its audio
+    # leads the new turn's ("Repeat after me: ..." ended at the colon; the words after it cut the reply)
+    continuation_ms: int = 1500
 
 
 @dataclass
@@ -64,6 +67,7 @@ class Floor:
     interruptions: int = 0  # speech over a reply: held
     resumed: int = 0  # ... judged a backchannel, a cough or noise: the reply went on
     confirmed: int = 0  # ... judged meant: the reply was cancelled
+    continued: int = 0  # ... of those, the user going on with the turn just ended: its audio leads the new one
     blips: int = 0  # one voiced tick over the reply and no more: held for that tick only
 
 
@@ -106,6 +110,7 @@ class TurnTaking:
         self._ended = False  # the held speech's END came while it was judged
         self._end_next = False  # ... and the engine, given the START, gets it on the next tick
         self._tentative = False  # held at a voiced tick over the reply, before a START
+        self._previous: tuple[np.ndarray, int] | None = None  # the last ended turn's audio and its end tick
 
     @property
     def held(self) -> bool:
@@ -122,7 +127,7 @@ class TurnTaking:
             self.frames.add(chunk.tick, chunk.video.image)
         ep = self.endpointer
         voiced_before = ep.last_voiced_tick
-        event = ep.update(chunk.tick, chunk.audio)
+        event = ep.update(chunk.tick, chunk.audio, chunk.echo)
         self.utterance.add(chunk.audio, event, ep.in_speech)
         if self._end_next:
             self._end_next = False
@@ -147,6 +152,7 @@ class TurnTaking:
             self._tentative = False
             if not self.judging.judge:
                 self.floor.cut = True
+                self._continue(chunk.tick)
                 return TurnStep(event, barge_in=True)
             self._held_at = chunk.tick
             self._voiced_ticks = self.endpointer.config.start_ticks
@@ -199,11 +205,23 @@ class TurnTaking:
         return TurnStep(None)
 
     def _confirm(self) -> TurnStep:
+        assert self._held_at is not None
+        self._continue(self._held_at)
         self._held_at = None
         self.floor.cut = True  # held until the framer drops the reply: the engine's cancel reaches it later
         self.floor.confirmed += 1
         self._end_next = self._ended
         return TurnStep(EndpointEvent.START, barge_in=True)
+
+    def _continue(self, started: int) -> None:
+        """Speech over the reply from tick `started` cancels it: if the user's last turn ended just before, it is
+        that turn going on, and the new one starts with its audio (a short silence between)."""
+        previous, self._previous = self._previous, None
+        if previous is None or (started - previous[1]) * TICK_MS > self.judging.continuation_ms:
+            return
+        gap = np.zeros(INPUT_RATE * 2 * TICK_MS // 1000, np.float32)
+        self.utterance.chunks = [previous[0], gap, *self.utterance.chunks]
+        self.floor.continued += 1
 
     def _resume(self) -> TurnStep:
         self._held_at = None
@@ -229,4 +247,5 @@ class TurnTaking:
         """Take the ended turn's audio; the next turn records afresh."""
         turn = EndedTurn(self.audio(), self.endpointer.last_voiced_tick, self.tick)
         self.utterance.clear()
+        self._previous = (turn.audio, self.tick)
         return turn

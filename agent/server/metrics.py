@@ -117,6 +117,7 @@ class _SessionCollector(Collector):
         for outcome, key in (("held", "interruptions"), ("resumed", "interruptions_resumed")):
             speech_over.add_metric([outcome], totals.get(key, 0))
         speech_over.add_metric(["cancelled"], totals.get("interruptions_confirmed", 0))
+        speech_over.add_metric(["continued"], totals.get("interruptions_continued", 0))
         yield speech_over
         out_drop = CounterMetricFamily("omni_output_samples_dropped", "Output samples cut", labels=["why"])
         out_drop.add_metric(["backlog"], totals.get("output_dropped_samples", 0))
@@ -128,7 +129,7 @@ class _SessionCollector(Collector):
 def _echo_families(live: list[SessionPump], totals: dict[str, float]) -> Iterable[Metric]:
     """The server's echo canceller: its work, the echo it took out, the echo paths' delays."""
     family = CounterMetricFamily("omni_echo_events", "What the echo canceller counted", labels=["event"])
-    for k in ("frames", "skipped_frames", "bypassed_frames", "reference_frames", "reference_padded"):
+    for k in ("frames", "skipped_frames", "bypassed_frames", "unvoiced_ticks", "reference_frames", "reference_padded"):
         family.add_metric([k], totals.get(f"echo_{k}", 0))
     for k in ("reference_dropped", "failures"):
         family.add_metric([k], totals.get(f"echo_{k}", 0))

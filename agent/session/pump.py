@@ -147,7 +147,7 @@ class SessionPump:
         if self.echo is not None:
             try:
                 talking = self.floor is not None and self.floor.held
-                chunk = replace(chunk, audio=self.echo.clean(chunk.audio, talking))
+                chunk = replace(chunk, audio=self.echo.clean(chunk.audio, talking), echo=self.echo.echo_only)
             except Exception as exc:  # the canceller's library failed: go on without it, and say so once
                 log.error("session %s: echo cancellation failed, going on without it: %r", self.id, exc)
                 self.echo_failed = True
@@ -203,6 +203,7 @@ class SessionPump:
             out["interruptions"] = self.floor.interruptions
             out["interruptions_resumed"] = self.floor.resumed
             out["interruptions_confirmed"] = self.floor.confirmed
+            out["interruptions_continued"] = self.floor.continued
         if self.echo is not None:
             e = self.echo.stats
             out.update(
@@ -215,6 +216,7 @@ class SessionPump:
                 echo_reference_dropped=e.reference_dropped,
                 echo_delay_estimates=e.delay_estimates,
                 echo_bypassed_frames=e.bypassed_frames,
+                echo_unvoiced_ticks=e.unvoiced_ticks,
                 echo_seconds=e.seconds,
             )
         out["echo_failures"] = int(self.echo_failed)

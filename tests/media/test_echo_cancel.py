@@ -43,15 +43,20 @@ def room(far24: np.ndarray, delay_ms: int, gain_db: float, seed: int = 0) -> np.
     return mic
 
 
-def run(aec: EchoCanceller, far24: np.ndarray, mic: np.ndarray) -> np.ndarray:
+def run(
+    aec: EchoCanceller, far24: np.ndarray, mic: np.ndarray, held: range = range(0), marks: list | None = None
+) -> np.ndarray:
+    """`held`: the ticks the user talked over a paused reply; `marks` gets each tick's `echo_only`."""
     played = np.zeros(mic.size * 3 // 2 + PULL * 4, np.float32)
     played[: far24.size] = far24[: played.size]
     out = np.zeros_like(mic)
-    for t in range(0, mic.size, TICK):
+    for i, t in enumerate(range(0, mic.size, TICK)):
         for k in range(4):  # four 20 ms frames leave, then the tick they overlap comes in
             start = t * 3 // 2 + k * PULL
             aec.played((np.clip(played[start : start + PULL], -1, 1) * 32767).astype(np.int16))
-        out[t : t + TICK] = aec.clean(mic[t : t + TICK])
+        out[t : t + TICK] = aec.clean(mic[t : t + TICK], talking=i in held)
+        if marks is not None:
+            marks.append(aec.echo_only)
     return out
 
 
@@ -157,3 +162,49 @@ def test_the_reference_is_bounded_and_what_went_missing_is_counted():
     for _ in range(3):
         aec.clean(np.zeros(TICK, np.float32))
     assert aec.stats.reference_padded >= 8  # ticks with nothing played to pair with: silence, counted
+
+
+def test_ticks_of_the_agents_voice_alone_are_marked_as_no_ones_speech(agent_speech):
+    """What AEC3 took most of out of (`gate_db`) was the agent's voice: VAD is told, so a leak of its suppressor
+    (8-9 dB less echo over a tick, at -45 dBFS) is not speech over the reply. A voice over the echo mostly is not
+    marked; the user alone, once the canceller has gone idle after the reply, never is."""
+    echo = room(agent_speech, 200, -6)
+    user = espeak_rendering("What is the weather like in Paris tomorrow morning?", "en-gb", 16_000) * 0.5
+    near = np.zeros(echo.size + 4 * 16_000, np.float32)
+    at, late = 4 * 16_000, echo.size + 16_000
+    near[at : at + user.size] += user
+    near[late : late + user.size] += user[: near.size - late]
+    mic = near.copy()
+    mic[: echo.size] += echo
+    marks: list[bool] = []
+    run(EchoCanceller(), agent_speech, mic, marks=marks)
+    marked = np.array(marks)
+    ticks = np.arange(marked.size) * TICK
+    sounding = lambda x: np.array([np.mean(np.abs(x[t : t + TICK]) > 0.01) > 0.3 for t in ticks])  # noqa: E731
+    talks, echoes = sounding(near), sounding(np.concatenate([echo, np.zeros(near.size - echo.size, np.float32)]))
+    settled = (ticks > 2 * 16_000) & (ticks < agent_speech.size * 2 // 3)
+    alone, over = marked[settled & echoes & ~talks], marked[talks & (ticks < late)]
+    print(f"marked: the echo alone {alone.mean():.2f} of {alone.size} ticks, the user over it {over.mean():.2f}")
+    assert alone.mean() >= 0.8
+    assert over.mean() <= 0.4
+    assert not marked[ticks >= late].any()
+
+
+def test_while_the_reply_is_held_its_echo_is_cancelled_until_it_dies_away_then_the_microphone_passes(agent_speech):
+    """Held: the framer plays silence, but what it played just before still comes back for the path's delay and
+    the room's ringing; AEC3 (fed throughout, so it stays in step) takes that out, then the user's voice passes
+    as it came (AEC3's suppressor would take part of it)."""
+    pause, resume = 4 * 24_000, 6 * 24_000  # the reply is held from 4 s to 6 s of what played
+    played = np.concatenate([agent_speech[:pause], np.zeros(resume - pause, np.float32), agent_speech[pause:]])
+    mic = room(played, 200, -6)
+    held = range(4 * 16_000 // TICK, 6 * 16_000 // TICK)
+    aec = EchoCanceller()
+    out = run(aec, played, mic, held=held)
+    tail = slice(4 * 16_000 + 1280, 4 * 16_000 + 200 * 16)  # the echo of what played before the pause
+    clear = slice(4 * 16_000 + 600 * 16 + TICK, 6 * 16_000)  # 200 ms and a room's ringing later
+    passed = aec.stats.talking_frames
+    print(f"held: the echo's tail {db(mic[tail]) - db(out[tail]):.1f} dB less; then {passed} frames as they came")
+    assert db(mic[tail]) - db(out[tail]) >= 15
+    assert np.abs(out[clear] - mic[clear]).max() < 1 / 16_384  # passed (int16 rounding aside)
+    after = slice(6 * 16_000 + 1280, 7 * 16_000)
+    assert db(mic[after]) - db(out[after]) >= 15  # resumed: still cancelled, AEC3 in step

@@ -149,3 +149,30 @@ def test_a_misheard_backchannel_resumes_and_a_request_of_three_words_cancels():
     turns = words_turns()
     got = feed_pattern(turns, "...xxxxxx.......", heard={8: "Open the window"})
     assert got[-8] == "barge_in" and got[8] is EndpointEvent.START
+
+
+def test_the_agents_voice_coming_back_is_not_speech_over_the_reply():
+    """A tick the echo canceller marks as the agent's own voice (`AlignedChunk.echo`) is heard by the
+    detector but is not speech: it neither holds the reply nor starts a turn."""
+    turns = TurnTaking(EndpointConfig(pause_ms=160, end_silence_ms=480))
+    for i in range(3, 9):
+        step = turns.feed(AlignedChunk(i, LOUD, echo=True), lambda: True)
+        assert step.event is None and not turns.floor.held
+    assert turns.floor.interruptions == 0 and not turns.in_speech
+    assert run(turns, "xx", replying=True, start=9) == {-10: "hold"}  # the user's own voice still is
+
+
+def test_speech_that_cuts_the_reply_just_after_a_turn_continues_that_turn():
+    """ "Repeat after me: ..." ended at the colon, and the words after it cut the reply: the new turn starts with
+    the audio of the one just ended; a barge-in later than `continuation_ms` after it starts afresh."""
+    cfg = EndpointConfig(pause_ms=160, end_silence_ms=480)
+    sizes, continued = {}, {}
+    for gap in (3, 25):
+        turns = TurnTaking(cfg, interruptions=InterruptionConfig(confirm_without_words_ms=400))
+        run(turns, "...xxxxx......")
+        first = turns.end().audio
+        got = run(turns, "." * gap + "xxxxxxxx", replying=True, start=14)
+        assert EndpointEvent.START in got.values() and "barge_in" in got.values()
+        sizes[gap], continued[gap] = turns.audio().size, turns.floor.continued
+    assert continued == {3: 1, 25: 0}
+    assert sizes[3] == first.size + 2 * INPUT_SAMPLES_PER_TICK + sizes[25]  # the turn, 160 ms of silence, the new

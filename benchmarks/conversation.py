@@ -8,7 +8,9 @@ of a room (`RoomEcho`), with no canceller of its own (as the page with
 
 - Echoed replies: questions in several voices whose replies (1-9 s) come back
   through the room; a self-interruption is a reply cut, or a user turn made
-  of its echo.
+  of its echo. A question that goes on after a pause the endpointer took for
+  its end cuts the reply to its start as a user would (`continuation_ms`):
+  counted apart. Each trial starts from rest and is judged on all it led to.
 - Backchannels: "mm hmm", "yeah", "okay", a cough ... said over a long reply;
   resumed, never held, or (wrongly) cancelled.
 - Barge-ins: a real question or "stop" over the reply: how long after its
@@ -125,10 +127,16 @@ async def echoed(url: str, room: RoomEcho, n: int) -> list[dict]:
         await client.wait_for(lambda m: m["type"] == "metrics", 60, start)
         await settle(client)  # the echo of its last words came back, and whatever it led to was said
         users, turns = user_finals(client, start), metrics_since(client, start)
-        cut = any(m["interrupted"] for m in turns) or len(users) > 1
         figures = _floor(turns)
+        # The question going on after a pause the endpointer took for its end cuts the reply as a user would: a
+        # continuation (its audio leads the new turn), not the agent interrupting itself
+        continued = figures["interruptions_continued"]
+        cut = sum(m["interrupted"] for m in turns) > continued or len(users) > 1 + continued
         rows.append({"asked": text, "heard": users, "self_interrupted": cut, **figures})
-        print(f"  echoed {i + 1:2}: {'CUT' if cut else 'ok '} {text!r} heard {users} {figures}", flush=True)
+        verdict = "CUT" if cut else "ok " if not continued else "ok+"
+        print(f"  echoed {i + 1:2}: {verdict} {text!r} heard {users} {figures}", flush=True)
+    path = scrape_metrics(int(url.rsplit(":", 1)[1])).get(("omni_echo_delay_ms", ()))  # this session's, while live
+    rows.append({"echo_path_ms": path})
     await client.close()
     return rows
 
@@ -184,8 +192,9 @@ async def barge_ins(url: str, room: RoomEcho) -> list[dict]:
 
 
 def _floor(turns: list[dict]) -> dict:
-    """Speech over the replies of these turns: held, and of those resumed."""
-    return {k: sum(m.get(k) or 0 for m in turns) for k in ("interruptions", "interruptions_resumed")}
+    """Speech over the replies of these turns: held, of those resumed, and cancelled by the user going on."""
+    keys = ("interruptions", "interruptions_resumed", "interruptions_continued")
+    return {k: sum(m.get(k) or 0 for m in turns) for k in keys}
 
 
 def pct(values: list[float], q: float) -> float | None:
@@ -200,7 +209,7 @@ async def run(args: argparse.Namespace) -> dict:
     t0 = time.monotonic()
     try:
         print(f"echoed replies ({args.delay_ms} ms, {args.gain_db} dB, reverb {args.reverb}):", flush=True)
-        echo_rows = await echoed(url, room(), args.replies)
+        *echo_rows, path = await echoed(url, room(), args.replies)
         print("backchannels over a reply:", flush=True)
         bc_rows = await backchannels(url, room())
         print("barge-ins over a reply:", flush=True)
@@ -216,8 +225,8 @@ async def run(args: argparse.Namespace) -> dict:
     summary = {
         "self_interruptions": sum(r["self_interrupted"] for r in echo_rows),
         "echoed_replies": len(echo_rows),
-        "echo_reduction_db": metrics.get(("omni_echo_reduction_db", ())),
-        "echo_delay_ms": metrics.get(("omni_echo_delay_ms", ())),
+        "questions_continued": sum(r["interruptions_continued"] > 0 for r in echo_rows),
+        "echo_path_ms_estimated": path["echo_path_ms"],  # the room's delay, and the client's and server's buffers
         "backchannels": len(said),
         "backchannel_replies_cut": sum(r["reply_cut"] for r in bc_rows),
         "backchannels_held_and_resumed": sum(r["interruptions_resumed"] or 0 for r in bc_rows),
@@ -243,7 +252,8 @@ def main() -> None:
     s = result["summary"]
     print(
         f"\nself-interruptions: {s['self_interruptions']} in {s['echoed_replies']} echoed replies "
-        f"(echo reduced {s['echo_reduction_db']:.1f} dB, path {s['echo_delay_ms']} ms)\n"
+        f"(the echo's path estimated at {s['echo_path_ms_estimated']} ms); {s['questions_continued']} questions "
+        f"went on after a pause and cut the reply to their start, as a user would\n"
         f"backchannels: {s['backchannels']} said, replies cut {s['backchannel_replies_cut']}, "
         f"held and resumed {s['backchannels_held_and_resumed']}\n"
         f"barge-ins: {s['barge_ins_cancelled']} of {s['barge_ins']} cancelled; the reply quiet "

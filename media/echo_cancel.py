@@ -64,6 +64,13 @@ class AudioProcessor(Protocol):
     def capture(self, frame: np.ndarray) -> None: ...
 
 
+def load_audio_processing() -> None:
+    """Load the `livekit` wheel's native library now (0.2 s), not on the event loop at a session's first reply."""
+    from livekit import rtc
+
+    rtc.AudioProcessingModule(echo_cancellation=True)
+
+
 class WebRtcApm:
     """WebRTC's AudioProcessingModule through the `livekit` wheel's FFI, at 16 kHz mono.
 

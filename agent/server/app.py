@@ -34,6 +34,7 @@ from agent.transport.connection import Connection, Refused
 from agent.transport.ice import set_host_addresses
 from agent.transport.realtime import RealtimeConnection
 from agent.transport.signalling import SignallingConnection
+from media.echo_cancel import load_audio_processing
 from media.video_decoding import shared_process
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,11 @@ class AgentServer:
         # The engine's models and libraries are loaded by now: with torch and transformers a full garbage
         # collection walks ~400k objects in ~220 ms, a stall in every session's audio. Collect once, then keep
         # those objects out of later collections.
+        if self.config.media.echo_cancellation != "off":
+            try:  # 0.2 s to import: on the loop at a session's first reply it was a gap in every session's audio
+                load_audio_processing()
+            except Exception as exc:  # each session then says so and goes on without it
+                log.error("the echo canceller's library did not load: %r", exc)
         gc.collect()
         gc.freeze()
         shared_process().start()  # the camera decoders' process, before the first session needs it

@@ -112,7 +112,7 @@ class SessionPump:
         # Speech over the reply holds it while it is judged (media/turn_taking.py): the framer plays silence
         self.floor: Floor | None = getattr(engine, "floor", None)
         self.framer.floor = self.floor
-        self._floor_at_turn = (0, 0)  # the floor's interruptions and resumptions when this turn's reply began
+        self._floor_at_turn = (0, 0, 0)  # the floor's interruptions, resumptions, continuations as this turn began
         self.tick = -1  # the last tick fed to the engine
         self._fed_at: deque[tuple[int, float]] = deque(maxlen=64)  # recent ticks and when they were fed
         self._wake = asyncio.Event()
@@ -274,7 +274,7 @@ class SessionPump:
                         start = self._fed_time(ev.end_tick, now)
                         msgs = self.turns.user_final(start, ev.text, ev.end_tick, ev.speech_end_tick)
                         if self.floor is not None:
-                            self._floor_at_turn = (self.floor.interruptions, self.floor.resumed)
+                            self._floor_at_turn = (self.floor.interruptions, self.floor.resumed, self.floor.continued)
                         self._arm_deadline()
                     else:
                         msgs = self.turns.user_partial(ev.text)
@@ -304,12 +304,18 @@ class SessionPump:
                 self._emit([{"type": "error", "code": "engine", "message": f"{ev.code}: {ev.message}"}])
 
     def _floor_figures(self) -> dict[str, float | str]:
-        """Speech over this turn's reply: how often, and how often it was not meant (the reply went on)."""
+        """Speech over this turn's reply: how often, how often it was not meant (the reply went on), and how often
+        it was the user going on with this turn (`continuation_ms`)."""
         if self.floor is None:
             return {}
-        held, resumed = self._floor_at_turn
-        self._floor_at_turn = (self.floor.interruptions, self.floor.resumed)
-        return {"interruptions": self.floor.interruptions - held, "interruptions_resumed": self.floor.resumed - resumed}
+        f = self.floor
+        held, resumed, continued = self._floor_at_turn
+        self._floor_at_turn = (f.interruptions, f.resumed, f.continued)
+        return {
+            "interruptions": f.interruptions - held,
+            "interruptions_resumed": f.resumed - resumed,
+            "interruptions_continued": f.continued - continued,
+        }
 
     def _arm_deadline(self) -> None:
         self._disarm_deadline()

@@ -32,9 +32,10 @@ on the microphone bypasses it: only the noise suppressor and high-pass
 filter run, until an echo shows up.
 
 Cost. The canceller runs only while something played in the last `tail_s`
-(and an echo may be there); the noise suppressor only while the input's
-noise floor is at `noisy_dbfs` or above (a car). Otherwise a tick passes
-unchanged and nothing runs. AEC3 delays what it processes by 8 ms, the
+(and an echo may be there) and the microphone has heard anything within
+`tail_s` (a client that sends silence while it listens costs nothing); the noise
+suppressor only while the input's noise floor is at `noisy_dbfs` or above
+(a car). Otherwise a tick passes unchanged and nothing runs. AEC3 delays what it processes by 8 ms, the
 noise suppressor by 6.
 """
 
@@ -105,6 +106,7 @@ class EchoConfig:
     noisy_dbfs: float = -45.0  # a noise floor this loud or louder is suppressed
     tail_s: float = 1.5  # the echo of the last sound played may come back this long after it
     quiet_dbfs: float = -55.0  # what was played this quiet is silence: no echo of it to cancel
+    silent_dbfs: float = -60.0  # microphone audio this quiet (a client sending silence) has no echo in it
     max_queue_ms: int = 40  # reference left over after a tick's share; more is dropped (clock drift, a stall)
     aec_delay_ms: int = 200  # a coarse delay beyond max_aec_delay_ms is held back to this much
     max_aec_delay_ms: int = 400  # AEC3 finds delays up to about this itself
@@ -164,6 +166,8 @@ class EchoCanceller:
         self._since_sound = 1 << 30  # capture frames since a reference frame carried sound
         self._tail_frames = int(cfg.tail_s * 1000) // FRAME_MS
         self._quiet = 10 ** (cfg.quiet_dbfs / 10) * (1 << 30)  # mean square of int16 samples
+        self._silent = 10 ** (cfg.silent_dbfs / 10) * (1 << 30)
+        self._mic_silent = 0  # capture frames in a row the microphone was silent
         self._max_queue = cfg.max_queue_ms // FRAME_MS
         span = 4 * cfg.max_delay_ms // FRAME_MS  # energies kept: the longest delay looked for, four times over
         self._far_energy = np.zeros(span, np.float32)  # per capture frame: the reference's frame at that moment
@@ -222,7 +226,11 @@ class EchoCanceller:
         loud = np.flatnonzero(energy_far > self._quiet * FRAME)
         self._since_sound = n - 1 - int(loud[-1]) if loud.size else self._since_sound + n
         active = self._since_sound < self._tail_frames or bool(loud.size)
-        cancel = active and self.echo_present is not False
+        # A microphone silent for as long as an echo could take to come back has none to cancel (a client that
+        # sends silence while it listens). Not sooner: AEC3 must have seen what played before its echo arrives.
+        silent = float(energy_in.sum()) <= self._silent * n * FRAME
+        self._mic_silent = self._mic_silent + n if silent else 0
+        cancel = active and self.echo_present is not False and self._mic_silent < self._tail_frames
         echo_tail_ms = (self.delay_ms if self.delay_ms is not None else cfg.max_aec_delay_ms) + cfg.reverb_ms
         passes = talking and active and (self._since_sound * FRAME_MS >= echo_tail_ms or not cancel)
         if passes:

@@ -116,7 +116,8 @@ async def speaking_for(client: AgentClient, start: int, seconds: float) -> float
     return began
 
 
-async def echoed(url: str, room: RoomEcho, n: int) -> list[dict]:
+async def echoed(url: str, room: RoomEcho, n: int) -> tuple[list[dict], float | None]:
+    """The rows, and the echo path the canceller estimated (read while the session is live)."""
     client = await session(url, room)
     rows = []
     for i in range(n):
@@ -135,10 +136,9 @@ async def echoed(url: str, room: RoomEcho, n: int) -> list[dict]:
         rows.append({"asked": text, "heard": users, "self_interrupted": cut, **figures})
         verdict = "CUT" if cut else "ok " if not continued else "ok+"
         print(f"  echoed {i + 1:2}: {verdict} {text!r} heard {users} {figures}", flush=True)
-    path = scrape_metrics(int(url.rsplit(":", 1)[1])).get(("omni_echo_delay_ms", ()))  # this session's, while live
-    rows.append({"echo_path_ms": path})
+    path = scrape_metrics(int(url.rsplit(":", 1)[1])).get(("omni_echo_delay_ms", ()))
     await client.close()
-    return rows
+    return rows, path
 
 
 async def backchannels(url: str, room: RoomEcho) -> list[dict]:
@@ -209,7 +209,7 @@ async def run(args: argparse.Namespace) -> dict:
     t0 = time.monotonic()
     try:
         print(f"echoed replies ({args.delay_ms} ms, {args.gain_db} dB, reverb {args.reverb}):", flush=True)
-        *echo_rows, path = await echoed(url, room(), args.replies)
+        echo_rows, path = await echoed(url, room(), args.replies)
         print("backchannels over a reply:", flush=True)
         bc_rows = await backchannels(url, room())
         print("barge-ins over a reply:", flush=True)
@@ -226,7 +226,7 @@ async def run(args: argparse.Namespace) -> dict:
         "self_interruptions": sum(r["self_interrupted"] for r in echo_rows),
         "echoed_replies": len(echo_rows),
         "questions_continued": sum(r["interruptions_continued"] > 0 for r in echo_rows),
-        "echo_path_ms_estimated": path["echo_path_ms"],  # the room's delay, and the client's and server's buffers
+        "echo_path_ms_estimated": path,  # the room's delay, and the client's and server's buffers
         "backchannels": len(said),
         "backchannel_replies_cut": sum(r["reply_cut"] for r in bc_rows),
         "backchannels_held_and_resumed": sum(r["interruptions_resumed"] or 0 for r in bc_rows),

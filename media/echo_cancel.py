@@ -33,10 +33,10 @@ filter run, until an echo shows up.
 
 Cost. The canceller runs only while something played in the last `tail_s`
 (and an echo may be there) and the microphone has heard anything within
-`tail_s` (a client that sends silence while it listens costs nothing); the noise
-suppressor only while the input's noise floor is at `noisy_dbfs` or above
-(a car). Otherwise a tick passes unchanged and nothing runs. AEC3 delays what it processes by 8 ms, the
-noise suppressor by 6.
+`tail_s` (a client that sends silence while it listens costs nothing); the
+noise suppressor only while the input's noise floor is at `noisy_dbfs` or
+above (a car). Otherwise a tick passes unchanged and nothing runs. AEC3
+delays what it processes by 8 ms, the noise suppressor by 6.
 """
 
 from __future__ import annotations
@@ -167,6 +167,7 @@ class EchoCanceller:
         self._tail_frames = int(cfg.tail_s * 1000) // FRAME_MS
         self._quiet = 10 ** (cfg.quiet_dbfs / 10) * (1 << 30)  # mean square of int16 samples
         self._silent = 10 ** (cfg.silent_dbfs / 10) * (1 << 30)
+        self._gate = 10 ** (cfg.gate_db / 10)
         self._mic_silent = 0  # capture frames in a row the microphone was silent
         self._max_queue = cfg.max_queue_ms // FRAME_MS
         span = 4 * cfg.max_delay_ms // FRAME_MS  # energies kept: the longest delay looked for, four times over
@@ -228,7 +229,8 @@ class EchoCanceller:
         active = self._since_sound < self._tail_frames or bool(loud.size)
         # A microphone silent for as long as an echo could take to come back has none to cancel (a client that
         # sends silence while it listens). Not sooner: AEC3 must have seen what played before its echo arrives.
-        silent = float(energy_in.sum()) <= self._silent * n * FRAME
+        heard = float(energy_in.sum())  # the tick's sum of squares, int16 scale
+        silent = heard <= self._silent * n * FRAME
         self._mic_silent = self._mic_silent + n if silent else 0
         cancel = active and self.echo_present is not False and self._mic_silent < self._tail_frames
         echo_tail_ms = (self.delay_ms if self.delay_ms is not None else cfg.max_aec_delay_ms) + cfg.reverb_ms
@@ -262,8 +264,8 @@ class EchoCanceller:
         self.stats.seconds += self._clock() - t0
         if cancel and not passes:
             out = pcm.astype(np.float32)
-            e_in, e_out = float(energy_in.sum()) / (1 << 30), float(np.einsum("ij,ij->", out, out)) / (1 << 30)
-            self.echo_only = e_out * 10 ** (cfg.gate_db / 10) <= e_in and e_in > self._quiet * n * FRAME / (1 << 30)
+            e_in, e_out = heard / (1 << 30), float(np.einsum("ij,ij->", out, out)) / (1 << 30)
+            self.echo_only = e_out * self._gate <= e_in and heard > self._quiet * n * FRAME
             self.stats.unvoiced_ticks += self.echo_only
         if cancel and not talking:
             self.stats.echo_frames += n

@@ -25,7 +25,7 @@ from typing import Protocol
 
 import numpy as np
 
-from media.clock import TICK_MS
+from media.clock import INPUT_SAMPLES_PER_TICK, TICK_MS
 
 
 class EndpointEvent(Enum):
@@ -190,6 +190,10 @@ class Utterance:
 
     def clear(self) -> None:
         self.chunks = []
+
+    def prepend(self, audio: np.ndarray, gap_ticks: int = 2) -> None:
+        """Start this utterance with `audio` (an earlier turn it goes on with), `gap_ticks` of silence between."""
+        self.chunks[:0] = [audio, np.zeros(gap_ticks * INPUT_SAMPLES_PER_TICK, np.float32)]
 
 
 CAMERA_OFF_TICKS = 40  # no camera frame for this long (3.2 s): the camera is off

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from media.aligner import AlignedChunk
-from media.clock import INPUT_RATE, TICK_MS
+from media.clock import TICK_MS
 from media.endpoint import EndpointConfig, Endpointer, EndpointEvent, RecentFrames, Utterance, VoiceDetector
 
 # Words that keep the floor with the speaker: said over a reply, they are not a turn.
@@ -219,8 +219,7 @@ class TurnTaking:
         previous, self._previous = self._previous, None
         if previous is None or (started - previous[1]) * TICK_MS > self.judging.continuation_ms:
             return
-        gap = np.zeros(INPUT_RATE * 2 * TICK_MS // 1000, np.float32)
-        self.utterance.chunks = [previous[0], gap, *self.utterance.chunks]
+        self.utterance.prepend(previous[0])
         self.floor.continued += 1
 
     def _resume(self) -> TurnStep:

@@ -75,14 +75,14 @@ class AgentServer:
         # session; with the default 5 ms switch interval a busy model thread held the loop back long enough to
         # leave gaps in the audio (Qwen3-Omni bench: continuity 0.947 -> 1.000, p50 756 -> 645 ms).
         sys.setswitchinterval(min(sys.getswitchinterval(), 0.001))
-        # The engine's models and libraries are loaded by now: with torch and transformers a full garbage
-        # collection walks ~400k objects in ~220 ms, a stall in every session's audio. Collect once, then keep
-        # those objects out of later collections.
         if self.config.media.echo_cancellation != "off":
             try:  # 0.2 s to import: on the loop at a session's first reply it was a gap in every session's audio
                 load_audio_processing()
             except Exception as exc:  # each session then says so and goes on without it
                 log.error("the echo canceller's library did not load: %r", exc)
+        # The engine's models and libraries are loaded by now: with torch and transformers a full garbage
+        # collection walks ~400k objects in ~220 ms, a stall in every session's audio. Collect once, then keep
+        # those objects out of later collections.
         gc.collect()
         gc.freeze()
         shared_process().start()  # the camera decoders' process, before the first session needs it

@@ -274,7 +274,7 @@ class SessionPump:
                         start = self._fed_time(ev.end_tick, now)
                         msgs = self.turns.user_final(start, ev.text, ev.end_tick, ev.speech_end_tick)
                         if self.floor is not None:
-                            self._floor_at_turn = (self.floor.interruptions, self.floor.resumed, self.floor.continued)
+                            self._floor_at_turn = self._floor_counts()
                         self._arm_deadline()
                     else:
                         msgs = self.turns.user_partial(ev.text)
@@ -308,14 +308,14 @@ class SessionPump:
         it was the user going on with this turn (`continuation_ms`)."""
         if self.floor is None:
             return {}
+        now, then = self._floor_counts(), self._floor_at_turn
+        self._floor_at_turn = now
+        keys = ("interruptions", "interruptions_resumed", "interruptions_continued")
+        return {k: a - b for k, a, b in zip(keys, now, then, strict=True)}
+
+    def _floor_counts(self) -> tuple[int, int, int]:
         f = self.floor
-        held, resumed, continued = self._floor_at_turn
-        self._floor_at_turn = (f.interruptions, f.resumed, f.continued)
-        return {
-            "interruptions": f.interruptions - held,
-            "interruptions_resumed": f.resumed - resumed,
-            "interruptions_continued": f.continued - continued,
-        }
+        return (0, 0, 0) if f is None else (f.interruptions, f.resumed, f.continued)
 
     def _arm_deadline(self) -> None:
         self._disarm_deadline()

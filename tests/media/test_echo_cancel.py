@@ -201,7 +201,7 @@ def test_while_the_reply_is_held_its_echo_is_cancelled_until_it_dies_away_then_t
     pause, resume = 4 * 24_000, 6 * 24_000  # the reply is held from 4 s to 6 s of what played
     played = np.concatenate([agent_speech[:pause], np.zeros(resume - pause, np.float32), agent_speech[pause:]])
     mic = room(played, 200, -6)
-    user = espeak_rendering("Wait, what was that about the window?", "en-gb", 16_000)[: 26_000] * 0.3
+    user = espeak_rendering("Wait, what was that about the window?", "en-gb", 16_000)[:26_000] * 0.3
     mic[4 * 16_000 + 4_800 : 4 * 16_000 + 4_800 + user.size] += user  # its voice goes on (what held the reply)
     held = range(4 * 16_000 // TICK, 6 * 16_000 // TICK)
     aec = EchoCanceller()

@@ -137,7 +137,7 @@ class EchoStats:
     delay_estimates: int = 0  # coarse delay estimates made
     bypassed_frames: int = 0  # the reference played, but not cancelled: no echo found
     suppressed_frames: int = 0  # through the noise suppressor: the input was noisy
-    talking_frames: int = 0  # not cancelled: the user talked over a paused reply, its echo died away
+    passed_frames: int = 0  # through AEC3 but passed as heard: the echo of what last played had died away
     unvoiced_ticks: int = 0  # ticks that were the agent's voice coming back and what was left of it: no speech
     seconds: float = 0.0  # spent in WebRTC's processing (its CPU: the calls run on the caller's thread)
     holdback_changes: int = 0  # times the reference's hold-back moved
@@ -168,7 +168,8 @@ class EchoCanceller:
         self._quiet = 10 ** (cfg.quiet_dbfs / 10) * (1 << 30)  # mean square of int16 samples
         self._silent = 10 ** (cfg.silent_dbfs / 10) * (1 << 30)
         self._gate = 10 ** (cfg.gate_db / 10)
-        self._mic_silent = 0  # capture frames in a row the microphone was silent
+        self._mic_silent = 0  # capture frames in a row the microphone was silent while the agent spoke
+        self._mic_closed = False  # ... for `tail_s`: no echo path, until the agent has been quiet as long
         self._max_queue = cfg.max_queue_ms // FRAME_MS
         span = 4 * cfg.max_delay_ms // FRAME_MS  # energies kept: the longest delay looked for, four times over
         self._far_energy = np.zeros(span, np.float32)  # per capture frame: the reference's frame at that moment
@@ -209,10 +210,11 @@ class EchoCanceller:
     def clean(self, audio: np.ndarray, talking: bool = False) -> np.ndarray:
         """One tick of microphone audio (float32 at 16 kHz, a whole number of 10 ms frames), echo removed.
 
-        `talking`: the user is talking over a reply that is paused for it. AEC3 still gets every frame (it stays
-        in step with the reference), but once the echo of what played before the pause has died away the tick
-        passes uncancelled: AEC3's suppressor takes much of a voice that overlapped the echo for echo, and
-        Moonshine heard "What time is it?" as "What I visit?"."""
+        Once the echo of what last played has died away (a reply paused for the user, or ended) the tick passes
+        as heard, though AEC3 still gets every frame (it stays in step with the reference): its suppressor takes
+        much of a voice that follows the echo for echo (Moonshine heard "What time is it?" as "What I visit?",
+        and "Turn on the seat heating" 800 ms after a reply as "Hernandez eat heating"). `talking`: the user is
+        talking over a paused reply; those ticks do not count in the echo reduction."""
         cfg = self.config
         n = audio.size // FRAME
         reference = np.stack([self._next_reference() for _ in range(n)])
@@ -227,16 +229,22 @@ class EchoCanceller:
         loud = np.flatnonzero(energy_far > self._quiet * FRAME)
         self._since_sound = n - 1 - int(loud[-1]) if loud.size else self._since_sound + n
         active = self._since_sound < self._tail_frames or bool(loud.size)
-        # A microphone silent for as long as an echo could take to come back has none to cancel (a client that
-        # sends silence while it listens). Not sooner: AEC3 must have seen what played before its echo arrives.
+        # A microphone silent while the agent spoke, for as long as an echo could take to come back, has no echo
+        # path (a client that sends silence while it listens): nothing to cancel until the agent has been quiet
+        # for as long, even once the user talks. Not sooner: AEC3 must have seen what played before its echo
+        # arrives. Silence before the agent spoke says nothing (a quiet room's microphone can be this quiet).
         heard = float(energy_in.sum())  # the tick's sum of squares, int16 scale
         silent = heard <= self._silent * n * FRAME
-        self._mic_silent = self._mic_silent + n if silent else 0
-        cancel = active and self.echo_present is not False and self._mic_silent < self._tail_frames
+        if active:
+            self._mic_silent = self._mic_silent + n if silent else 0
+            self._mic_closed = self._mic_closed or self._mic_silent >= self._tail_frames
+        else:
+            self._mic_silent, self._mic_closed = 0, False
+        cancel = active and self.echo_present is not False and not self._mic_closed
         echo_tail_ms = (self.delay_ms if self.delay_ms is not None else cfg.max_aec_delay_ms) + cfg.reverb_ms
-        passes = talking and active and (self._since_sound * FRAME_MS >= echo_tail_ms or not cancel)
+        passes = cancel and self._since_sound * FRAME_MS >= echo_tail_ms
         if passes:
-            self.stats.talking_frames += n
+            self.stats.passed_frames += n
         self._track_noise(energy_in)
         floor = self.noise_floor_dbfs
         suppress = cfg.noise_suppression and floor is not None and floor >= cfg.noisy_dbfs
@@ -267,7 +275,7 @@ class EchoCanceller:
             e_in, e_out = heard / (1 << 30), float(np.einsum("ij,ij->", out, out)) / (1 << 30)
             self.echo_only = e_out * self._gate <= e_in and heard > self._quiet * n * FRAME
             self.stats.unvoiced_ticks += self.echo_only
-        if cancel and not talking:
+        if cancel and not passes and not talking:
             self.stats.echo_frames += n
             self.stats.echo_in_energy += e_in
             self.stats.echo_out_energy += e_out

@@ -59,7 +59,7 @@ async def test_spoken_car_commands_change_the_car_and_say_so(models, tmp_path):
         ("set_temperature", True),
         ("adjust_temperature", True),
         ("set_window", False),
-    ], [(m["name"], m["arguments"]) for m in tools]
+    ], ([(m["name"], m["arguments"]) for m in tools], {said: t["user"] for said, t in turns.items()})
     # "90 degrees" is sometimes misheard by Whisper tiny on espeak's voice; when heard, it must be refused
     assert names[5:] in ([], [("set_temperature", False)]), names
     states = [m["result"]["state"] for m in tools]

@@ -97,8 +97,27 @@ def groups(clips: list[corpus.Clip]) -> list[tuple[str, list[corpus.Clip]]]:
     return [(p, [c for c in clips if c.entry.profile == p]) for p in ("default", "in_car")]
 
 
-def row_for(clip: corpus.Clip, client: str, condition: str, users: list[str], metrics: dict | None, v2v) -> dict:
-    heard = " / ".join(users)
+def as_heard(users: list[dict], continued: set[int]) -> list[str]:
+    """The user's turns as the engine finally heard them: a turn in `continued` (a barge-in just after the turn
+    before, `interruptions_continued`) holds that turn's words too, and stands for it."""
+    heard: list[str] = []
+    for m in users:
+        if m["turn"] in continued and heard:
+            heard.pop()
+        heard.append(m["text"])
+    return heard
+
+
+def continuing(msgs: list[dict]) -> set[int]:
+    return {m["turn"] for m in msgs if m["type"] == "metrics" and m.get("interruptions_continued")}
+
+
+def row_for(
+    clip: corpus.Clip, client: str, condition: str, users: list[dict], metrics: dict | None, v2v, continued: set[int]
+) -> dict:
+    """`users`: the clip's user turns (final transcripts); a split one counts, whether or not the second part
+    continued the first: a reply began before the user had finished."""
+    heard = " / ".join(as_heard(users, continued))
     row = {
         "client": client,
         "condition": condition,
@@ -111,6 +130,7 @@ def row_for(clip: corpus.Clip, client: str, condition: str, users: list[str], me
         "heard": heard,
         "wer": round(wer(spell_numbers(clip.entry.said), spell_numbers(heard)), 3),
         "turns": len(users),
+        "continued": sum(m["turn"] in continued for m in users),
         "voice_to_voice_ms": v2v if len(users) == 1 else None,
     }
     for k in STAGES[1:]:
@@ -163,14 +183,14 @@ async def aiortc_turn(client: AgentClient, clip: corpus.Clip, condition: str) ->
     # every turn the utterance became (a hesitation may have ended one) has had its reply's figures
     await asyncio.sleep(max(0.3, client.mic.sent_at[ident] + clip.seconds + 0.8 - time.monotonic()))
     await wait_until(lambda: settled(client.messages[start:]), 30)
-    users = [m["text"] for m in user_finals(client.messages[start:])]
+    users = user_finals(client.messages[start:])
     voice_end = client.mic.sent_at[ident] + clip.last_voiced / RATE
     heard_at = client.received.first_loud_after(voice_end, threshold=0.02)
     v2v = (heard_at - voice_end) * 1000 if heard_at is not None else None
     await client.send({"type": "interrupt"})  # the rest of the reply is not measured
     await client.wait_for(lambda m: m.get("state") == "listening", 30, start)
     await asyncio.sleep(0.6)
-    return row_for(clip, "aiortc", condition, users, metrics, v2v)
+    return row_for(clip, "aiortc", condition, users, metrics, v2v, continuing(client.messages[start:]))
 
 
 def user_finals(msgs: list[dict]) -> list[dict]:
@@ -257,13 +277,14 @@ def chromium_rows(
     in (`at_s`: seconds from the file's start); a clip with two turns was split, with none was lost."""
     turns = user_finals(messages)
     figures = {m["turn"]: m for m in messages if m["type"] == "metrics"}
+    continued = continuing(messages)
     rows = []
     for i, clip in enumerate(clips):
         end = starts[i + 1] if i + 1 < len(clips) else float("inf")
         mine = [t for t in turns if starts[i] <= t["at_s"] < end]
         metrics = figures.get(mine[0]["turn"]) if len(mine) == 1 else None
-        rows.append(row_for(clip, "chromium", condition, [t["text"] for t in mine], metrics,
-                            v2v.get(mine[0]["turn"]) if mine else None))  # fmt: skip
+        rows.append(row_for(clip, "chromium", condition, mine, metrics,
+                            v2v.get(mine[0]["turn"]) if mine else None, continued))  # fmt: skip
         report(rows[-1])
     return rows
 

@@ -56,3 +56,25 @@ def test_the_pages_turns_are_matched_to_the_slots_they_were_heard_in_and_a_split
     s = summarise(rows)["chromium/clean"]
     assert (s["turns"], s["timed"], s["split"], s["lost"]) == (4, 2, 1, 1)
     assert s["voice_to_voice_ms"]["median"] == 555
+
+
+def test_a_split_turn_that_the_second_part_continued_is_judged_on_what_the_engine_finally_heard():
+    """A barge-in just after a turn carries that turn's audio (interruptions_continued): its transcript holds the
+    first part's words too, and joined to the first part's they would count twice."""
+    clips = corpus.clips(limit=2)
+    said = clips[1].entry.said
+    first, rest = said.split(" ", 1)
+    messages = [
+        {"type": "transcript", "role": "user", "final": True, "turn": 1, "text": clips[0].entry.said, "at_s": 5.0},
+        {"type": "metrics", "turn": 1, "endpoint_ms": 240, "first_audio_ms": 10},
+        {"type": "transcript", "role": "user", "final": True, "turn": 2, "text": first, "at_s": 11.0},
+        {"type": "metrics", "turn": 2, "endpoint_ms": 240, "first_audio_ms": 10, "interrupted": True},
+        {"type": "transcript", "role": "user", "final": True, "turn": 3, "text": said, "at_s": 12.0},
+        {"type": "metrics", "turn": 3, "endpoint_ms": 240, "first_audio_ms": 10, "interruptions_continued": 1},
+    ]
+    rows = chromium_rows(clips, [4.0, 10.0], "clean", messages, {})
+    assert (rows[1]["turns"], rows[1]["continued"], rows[1]["heard"], rows[1]["wer"]) == (2, 1, said, 0.0)
+    # the first clip's turn is not continued by the second clip's (a continuation stays within its clip)
+    assert (rows[0]["heard"], rows[0]["continued"]) == (clips[0].entry.said, 0)
+    messages[-1] = {**messages[-1], "interruptions_continued": 0}
+    assert chromium_rows(clips, [4.0, 10.0], "clean", messages, {})[1]["heard"] == f"{first} / {said}"

@@ -32,8 +32,8 @@ on the microphone bypasses it: only the noise suppressor and high-pass
 filter run, until an echo shows up.
 
 Cost. The canceller runs only while something played in the last `tail_s`
-(and an echo may be there) and the microphone has heard anything within
-`tail_s` (a client that sends silence while it listens costs nothing); the
+(and an echo may be there), and not once the microphone has been silent for
+`tail_s` while it played (a client that sends silence while it listens); the
 noise suppressor only while the input's noise floor is at `noisy_dbfs` or
 above (a car). Otherwise a tick passes unchanged and nothing runs. AEC3
 delays what it processes by 8 ms, the noise suppressor by 6.

@@ -63,7 +63,7 @@ def test_a_split_turn_that_the_second_part_continued_is_judged_on_what_the_engin
     first part's words too, and joined to the first part's they would count twice."""
     clips = corpus.clips(limit=2)
     said = clips[1].entry.said
-    first, rest = said.split(" ", 1)
+    first = said.split(" ", 1)[0]
     messages = [
         {"type": "transcript", "role": "user", "final": True, "turn": 1, "text": clips[0].entry.said, "at_s": 5.0},
         {"type": "metrics", "turn": 1, "endpoint_ms": 240, "first_audio_ms": 10},

@@ -156,8 +156,9 @@ def test_nothing_runs_while_nothing_plays_and_the_room_is_quiet_or_the_microphon
 
 
 def test_a_user_who_speaks_once_the_reply_has_ended_is_heard_as_they_spoke(agent_speech):
-    """AEC3's suppressor takes a voice just after the echo for echo: "Turn on the seat heating" 800 ms after a
-    reply came out as "Hernandez eat heating" (the in-car test, over the real transport)."""
+    """AEC3's suppressor takes a voice just after the echo for echo: here "Turn on the seat heating" 800 ms after
+    a reply came out as "Hernandez eat heating", and over the real transport (the in-car test) as "Ernoff the
+    seat-keeping"."""
     reply = agent_speech[: 24_000 * 3]
     user = espeak_rendering("Turn on the seat heating for the driver.", "en-us", 16_000).astype(np.float32)
     end = reply.size * 2 // 3

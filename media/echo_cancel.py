@@ -169,7 +169,6 @@ class EchoCanceller:
         self._silent = 10 ** (cfg.silent_dbfs / 10) * (1 << 30)
         self._gate = 10 ** (cfg.gate_db / 10)
         self._mic_silent = 0  # capture frames in a row the microphone was silent while the agent spoke
-        self._mic_closed = False  # ... for `tail_s`: no echo path, until the agent has been quiet as long
         self._max_queue = cfg.max_queue_ms // FRAME_MS
         span = 4 * cfg.max_delay_ms // FRAME_MS  # energies kept: the longest delay looked for, four times over
         self._far_energy = np.zeros(span, np.float32)  # per capture frame: the reference's frame at that moment
@@ -235,12 +234,11 @@ class EchoCanceller:
         # arrives. Silence before the agent spoke says nothing (a quiet room's microphone can be this quiet).
         heard = float(energy_in.sum())  # the tick's sum of squares, int16 scale
         silent = heard <= self._silent * n * FRAME
-        if active:
+        if not active:
+            self._mic_silent = 0
+        elif self._mic_silent < self._tail_frames:  # once there, it stays until the agent has been quiet
             self._mic_silent = self._mic_silent + n if silent else 0
-            self._mic_closed = self._mic_closed or self._mic_silent >= self._tail_frames
-        else:
-            self._mic_silent, self._mic_closed = 0, False
-        cancel = active and self.echo_present is not False and not self._mic_closed
+        cancel = active and self.echo_present is not False and self._mic_silent < self._tail_frames
         echo_tail_ms = (self.delay_ms if self.delay_ms is not None else cfg.max_aec_delay_ms) + cfg.reverb_ms
         passes = cancel and self._since_sound * FRAME_MS >= echo_tail_ms
         if passes:
@@ -258,28 +256,28 @@ class EchoCanceller:
         t0 = self._clock()
         if cancel:
             self._processor = self._processor or self._make("echo")
-            raw = pcm.copy() if passes else pcm
+            fed = pcm.copy() if passes else pcm  # AEC3 works in place: what passes is what was heard
             for i in range(n):
                 self._processor.reverse(self._delayed(reference[i]))
-                self._processor.capture(pcm[i])
-            if passes:
-                pcm = raw
+                self._processor.capture(fed[i])
         if suppress:
             self.stats.suppressed_frames += n
             self._plain = self._plain or self._make("noise")
             for frame in pcm:
                 self._plain.capture(frame)
         self.stats.seconds += self._clock() - t0
+        if passes and not suppress:
+            return audio
         if cancel and not passes:
             out = pcm.astype(np.float32)
             e_in, e_out = heard / (1 << 30), float(np.einsum("ij,ij->", out, out)) / (1 << 30)
             self.echo_only = e_out * self._gate <= e_in and heard > self._quiet * n * FRAME
             self.stats.unvoiced_ticks += self.echo_only
-        if cancel and not passes and not talking:
-            self.stats.echo_frames += n
-            self.stats.echo_in_energy += e_in
-            self.stats.echo_out_energy += e_out
-            self._recent = (self._recent[0] + e_in, self._recent[1] + e_out)
+            if not talking:
+                self.stats.echo_frames += n
+                self.stats.echo_in_energy += e_in
+                self.stats.echo_out_energy += e_out
+                self._recent = (self._recent[0] + e_in, self._recent[1] + e_out)
         out = pcm.reshape(-1).astype(np.float32) / 32768
         return out if n * FRAME == audio.size else np.concatenate((out, audio[n * FRAME :]))
 

@@ -106,6 +106,9 @@ class MediaConfig:
     # The agent's own voice cancelled in what the client's microphone sent (media/echo_cancel.py): "auto" for
     # every client that does not say it cancels echo itself (the page says so unless ?raw), "on", "off".
     echo_cancellation: str = "auto"
+    # ... and while it cancels, a voice over the agent's found at its onset (media/double_talk.py): speech over a
+    # reply holds it a tick or two sooner than VAD hears it in what AEC3 left. False: VAD alone.
+    echo_onset: bool = True
 
 
 @dataclass

@@ -64,6 +64,7 @@ BARGE_INS = [
     "Hello, can you hear me?",
 ]
 LONG = "What can you do?"  # about nine seconds of reply
+PHASES = ("echoed", "backchannels", "barge-ins")
 
 
 def speech(text: str, i: int) -> np.ndarray:
@@ -197,6 +198,21 @@ def _floor(turns: list[dict]) -> dict:
     return {k: sum(m.get(k) or 0 for m in turns) for k in keys}
 
 
+HOLDS = {  # what /metrics counts of speech over the replies, by name here
+    "holds": ("omni_interruptions_total", (("outcome", "held"),)),
+    "blips": ("omni_interruptions_total", (("outcome", "blip"),)),
+    "held_s": ("omni_output_held_frames_total", ()),
+}
+
+
+def holds(port: int, before: dict[str, float] | None = None) -> dict[str, float]:
+    """The server's counts of speech over replies (held, one-tick blips, seconds of reply held silent), less
+    `before`'s: what a phase cost the replies it did not mean to stop."""
+    got = scrape_metrics(port)
+    now = {k: got.get(key, 0.0) * (0.02 if k == "held_s" else 1) for k, key in HOLDS.items()}
+    return {k: round(v - (before or {}).get(k, 0.0), 2) for k, v in now.items()}
+
+
 def pct(values: list[float], q: float) -> float | None:
     return float(np.percentile(values, q)) if values else None
 
@@ -204,16 +220,29 @@ def pct(values: list[float], q: float) -> float | None:
 async def run(args: argparse.Namespace) -> dict:
     ir = room_impulse(Path(tempfile.mkdtemp()), args.reverb)
     room = lambda: RoomEcho(args.delay_ms, args.gain_db, ir)  # noqa: E731
-    proc, url = spawn_server("--engine", "cascade", "--max-sessions", "4")
+    serve = ["--engine", "cascade", "--max-sessions", "4"] + (["--config", str(args.config)] if args.config else [])
+    proc, url = spawn_server(*serve, cwd=args.server_checkout)
     port = int(url.rsplit(":", 1)[1])
     t0 = time.monotonic()
+    echo_rows: list[dict] = []
+    bc_rows: list[dict] = []
+    bi_rows: list[dict] = []
+    path = None
+    held: dict[str, dict[str, float]] = {}
     try:
-        print(f"echoed replies ({args.delay_ms} ms, {args.gain_db} dB, reverb {args.reverb}):", flush=True)
-        echo_rows, path = await echoed(url, room(), args.replies)
-        print("backchannels over a reply:", flush=True)
-        bc_rows = await backchannels(url, room())
-        print("barge-ins over a reply:", flush=True)
-        bi_rows = await barge_ins(url, room())
+        if "echoed" in args.phases:
+            print(f"echoed replies ({args.delay_ms} ms, {args.gain_db} dB, reverb {args.reverb}):", flush=True)
+            at = holds(port)
+            echo_rows, path = await echoed(url, room(), args.replies)
+            held["echoed"] = holds(port, at)
+        if "backchannels" in args.phases:
+            print("backchannels over a reply:", flush=True)
+            at = holds(port)
+            bc_rows = await backchannels(url, room())
+            held["backchannels"] = holds(port, at)
+        if "barge-ins" in args.phases:
+            print("barge-ins over a reply:", flush=True)
+            bi_rows = await barge_ins(url, room())
         metrics = scrape_metrics(port)
     finally:
         proc.terminate()
@@ -234,6 +263,8 @@ async def run(args: argparse.Namespace) -> dict:
         "barge_ins_cancelled": sum(r["cancelled"] for r in bi_rows),
         "barge_in_reaction_ms_median": pct(reactions, 50),
         "barge_in_reaction_ms_p95": pct(reactions, 95),
+        "echoed_replies_held": held.get("echoed"),  # holds of replies no one spoke over: their echo
+        "backchannel_phase_held": held.get("backchannels"),
         "aec_cpu_seconds": cpu,
         "aec_core_share_per_talking_session": cpu / talking_s,
     }
@@ -246,6 +277,9 @@ def main() -> None:
     ap.add_argument("--delay-ms", type=float, default=200)
     ap.add_argument("--gain-db", type=float, default=-6)
     ap.add_argument("--reverb", type=int, default=50, help="sox reverb's reverberance, 0-100")
+    ap.add_argument("--phases", nargs="+", choices=PHASES, default=list(PHASES), help="which parts to run")
+    ap.add_argument("--server-checkout", type=Path, help="serve from this checkout (another version, to compare)")
+    ap.add_argument("--config", type=Path, help="the server's YAML profile (media.echo_onset: false, to compare)")
     ap.add_argument("--json", type=Path, default=Path("results/conversation.json"))
     args = ap.parse_args()
     result = asyncio.run(run(args))
@@ -253,7 +287,8 @@ def main() -> None:
     print(
         f"\nself-interruptions: {s['self_interruptions']} in {s['echoed_replies']} echoed replies "
         f"(the echo's path estimated at {s['echo_path_ms_estimated']} ms); {s['questions_continued']} questions "
-        f"went on after a pause and cut the reply to their start, as a user would\n"
+        f"went on after a pause and cut the reply to their start, as a user would; the echoed replies were held "
+        f"for speech over them that no one said: {s['echoed_replies_held']}\n"
         f"backchannels: {s['backchannels']} said, replies cut {s['backchannel_replies_cut']}, "
         f"held and resumed {s['backchannels_held_and_resumed']}\n"
         f"barge-ins: {s['barge_ins_cancelled']} of {s['barge_ins']} cancelled; the reply quiet "

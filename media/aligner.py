@@ -62,6 +62,7 @@ class AlignedChunk:
     audio: np.ndarray  # 1280 float32 samples, 16 kHz mono
     video: VideoSample | None = None
     echo: bool = False  # the audio is the agent's own voice coming back, as the echo canceller left it: no one spoke
+    voice: bool = False  # the echo canceller heard a voice over the agent's: someone spoke, whatever VAD makes of it
 
 
 @dataclass(slots=True)

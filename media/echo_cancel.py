@@ -44,12 +44,13 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
 from media.clock import INPUT_RATE, OUTPUT_RATE
+from media.double_talk import DoubleTalk, DoubleTalkConfig
 from media.pcm import StreamResampler
 
 FRAME = INPUT_RATE // 100  # 10 ms: the frame WebRTC's audio processing works on
@@ -117,6 +118,9 @@ class EchoConfig:
     # through for speech over the reply. A voice over the echo loses less (synthetic rooms: 26 % of its ticks).
     gate_db: float = 12.0
     good_reduction_db: float = 15.0  # echo reduced this much lately: the reference's timing is left alone
+    # A voice over the echo found at its onset (media/double_talk.py), sooner than VAD hears it in AEC3's output:
+    # the tick is marked (`voice_over_echo`), and speech over a reply holds it a tick or two earlier
+    double_talk: DoubleTalkConfig | None = field(default_factory=DoubleTalkConfig)
     # The envelopes' correlation at the best delay that says an echo is there; below no_echo_score three times
     # running (half a second apart), before any echo was found, there is none. Measured on synthetic rooms
     # (speech, reverb): no echo peaks at 0.09-0.32 by chance, an echo at -30 dB scores 0.45-0.68, at -6 dB
@@ -139,7 +143,8 @@ class EchoStats:
     suppressed_frames: int = 0  # through the noise suppressor: the input was noisy
     passed_frames: int = 0  # through AEC3 but passed as heard: the echo of what last played had died away
     unvoiced_ticks: int = 0  # ticks that were the agent's voice coming back and what was left of it: no speech
-    seconds: float = 0.0  # spent in WebRTC's processing (its CPU: the calls run on the caller's thread)
+    voiced_ticks: int = 0  # ticks with a voice over the echo, found at its onset (`voice_over_echo`)
+    seconds: float = 0.0  # spent cancelling: WebRTC's processing (it runs on the caller's thread), the onset cue
     holdback_changes: int = 0  # times the reference's hold-back moved
 
 
@@ -182,6 +187,8 @@ class EchoCanceller:
         self._silence = np.zeros(FRAME, np.int16)
         self.noise_floor_dbfs: float | None = None  # the input's steady level: the quietest it has been lately
         self.echo_only = False  # the last tick was the agent's voice coming back, not the user's: not speech
+        self._double_talk = DoubleTalk(cfg.double_talk, cfg.max_delay_ms) if cfg.double_talk else None
+        self.voice_over_echo = False  # the last tick had a voice over the echo: speech, whatever VAD makes of it
 
     @property
     def reduction_db(self) -> float | None:
@@ -248,7 +255,9 @@ class EchoCanceller:
         suppress = cfg.noise_suppression and floor is not None and floor >= cfg.noisy_dbfs
         if active and self.echo_present is False:
             self.stats.bypassed_frames += n
-        self.echo_only = False
+        self.echo_only = self.voice_over_echo = False
+        if self._double_talk is not None and (not cancel or passes):
+            self._double_talk.skip(n)
         if not cancel and not suppress:
             self.stats.skipped_frames += n
             return audio
@@ -265,19 +274,23 @@ class EchoCanceller:
             self._plain = self._plain or self._make("noise")
             for frame in pcm:
                 self._plain.capture(frame)
-        self.stats.seconds += self._clock() - t0
         if passes and not suppress:
+            self.stats.seconds += self._clock() - t0
             return audio
         if cancel and not passes:
             out = pcm.astype(np.float32)
             e_in, e_out = heard / (1 << 30), float(np.einsum("ij,ij->", out, out)) / (1 << 30)
             self.echo_only = e_out * self._gate <= e_in and heard > self._quiet * n * FRAME
             self.stats.unvoiced_ticks += self.echo_only
+            if self._double_talk is not None:
+                self.voice_over_echo = self._double_talk.tick(reference, near, out, self.delay_ms)
+                self.stats.voiced_ticks += self.voice_over_echo
             if not talking:
                 self.stats.echo_frames += n
                 self.stats.echo_in_energy += e_in
                 self.stats.echo_out_energy += e_out
                 self._recent = (self._recent[0] + e_in, self._recent[1] + e_out)
+        self.stats.seconds += self._clock() - t0
         out = pcm.reshape(-1).astype(np.float32) / 32768
         return out if n * FRAME == audio.size else np.concatenate((out, audio[n * FRAME :]))
 

@@ -90,11 +90,12 @@ class Endpointer:
         self._silent_ms = 0
         self._run = 0
 
-    def update(self, tick: int, audio: np.ndarray, echo: bool = False) -> EndpointEvent | None:
+    def update(self, tick: int, audio: np.ndarray, echo: bool = False, voice: bool = False) -> EndpointEvent | None:
         """`echo`: the tick is the agent's voice coming back (`AlignedChunk.echo`): the detector hears it (its state
-        goes on) but it is not speech."""
+        goes on) but it is not speech. `voice`: the echo canceller found a voice over the agent's
+        (`AlignedChunk.voice`), sooner than the detector hears it in what the canceller left: speech."""
         cfg = self.config
-        voiced = self.detector(audio) and not echo
+        voiced = (self.detector(audio) and not echo) or voice
         if not self.in_speech:
             self._run = self._run + 1 if voiced else 0
             if self._run >= cfg.start_ticks:

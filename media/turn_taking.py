@@ -127,7 +127,7 @@ class TurnTaking:
             self.frames.add(chunk.tick, chunk.video.image)
         ep = self.endpointer
         voiced_before = ep.last_voiced_tick
-        event = ep.update(chunk.tick, chunk.audio, chunk.echo)
+        event = ep.update(chunk.tick, chunk.audio, chunk.echo, chunk.voice)
         self.utterance.add(chunk.audio, event, ep.in_speech)
         if self._end_next:
             self._end_next = False

@@ -104,6 +104,11 @@ class _SessionCollector(Collector):
         yield CounterMetricFamily(
             "omni_output_frames", "20 ms output frames sent", value=totals.get("output_frames", 0)
         )
+        yield CounterMetricFamily(
+            "omni_output_held_frames",
+            "20 ms frames of silence while a reply was held for speech over it",
+            value=totals.get("output_held_frames", 0),
+        )
         for prefix, what in (("engine", "the engine"), ("transport", "the media transport")):
             family = CounterMetricFamily(f"omni_{prefix}_events", f"What {what} counted", labels=["event"])
             for k, v in sorted(totals.items()):
@@ -118,6 +123,7 @@ class _SessionCollector(Collector):
             speech_over.add_metric([outcome], totals.get(key, 0))
         speech_over.add_metric(["cancelled"], totals.get("interruptions_confirmed", 0))
         speech_over.add_metric(["continued"], totals.get("interruptions_continued", 0))
+        speech_over.add_metric(["blip"], totals.get("interruptions_blips", 0))
         yield speech_over
         out_drop = CounterMetricFamily("omni_output_samples_dropped", "Output samples cut", labels=["why"])
         out_drop.add_metric(["backlog"], totals.get("output_dropped_samples", 0))
@@ -129,7 +135,15 @@ class _SessionCollector(Collector):
 def _echo_families(live: list[SessionPump], totals: dict[str, float]) -> Iterable[Metric]:
     """The server's echo canceller: its work, the echo it took out, the echo paths' delays."""
     family = CounterMetricFamily("omni_echo_events", "What the echo canceller counted", labels=["event"])
-    for k in ("frames", "skipped_frames", "bypassed_frames", "unvoiced_ticks", "reference_frames", "reference_padded"):
+    for k in (
+        "frames",
+        "skipped_frames",
+        "bypassed_frames",
+        "unvoiced_ticks",
+        "voiced_ticks",
+        "reference_frames",
+        "reference_padded",
+    ):
         family.add_metric([k], totals.get(f"echo_{k}", 0))
     for k in ("reference_dropped", "failures"):
         family.add_metric([k], totals.get(f"echo_{k}", 0))

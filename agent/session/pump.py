@@ -35,7 +35,8 @@ from agent.session.turns import TurnTracker
 from media.aligner import AlignedChunk, AlignerConfig, AudioInput, FrameAligner, VideoInput
 from media.av_convert import to_rgb
 from media.chunk_queue import ChunkQueue
-from media.echo_cancel import EchoCanceller
+from media.double_talk import DoubleTalkConfig
+from media.echo_cancel import EchoCanceller, EchoConfig
 from media.framer import OutputFramer
 from media.turn_taking import Floor
 
@@ -106,7 +107,8 @@ class SessionPump:
         self.echo_mode = cfg.echo_cancellation
         self.echo: EchoCanceller | None = None
         if self.echo_mode != "off" and not getattr(engine, "repeats_input", False):
-            self.echo = EchoCanceller(played_rate=self.framer.rate)
+            onset = DoubleTalkConfig() if cfg.echo_onset else None
+            self.echo = EchoCanceller(EchoConfig(double_talk=onset), played_rate=self.framer.rate)
             self.framer.listener = self.echo.played
         self.turns = TurnTracker()
         # Speech over the reply holds it while it is judged (media/turn_taking.py): the framer plays silence
@@ -147,7 +149,8 @@ class SessionPump:
         if self.echo is not None:
             try:
                 talking = self.floor is not None and self.floor.held
-                chunk = replace(chunk, audio=self.echo.clean(chunk.audio, talking), echo=self.echo.echo_only)
+                audio = self.echo.clean(chunk.audio, talking)
+                chunk = replace(chunk, audio=audio, echo=self.echo.echo_only, voice=self.echo.voice_over_echo)
             except Exception as exc:  # the canceller's library failed: go on without it, and say so once
                 log.error("session %s: echo cancellation failed, going on without it: %r", self.id, exc)
                 self.echo_failed = True
@@ -204,6 +207,7 @@ class SessionPump:
             out["interruptions_resumed"] = self.floor.resumed
             out["interruptions_confirmed"] = self.floor.confirmed
             out["interruptions_continued"] = self.floor.continued
+            out["interruptions_blips"] = self.floor.blips
         if self.echo is not None:
             e = self.echo.stats
             out.update(
@@ -217,6 +221,7 @@ class SessionPump:
                 echo_delay_estimates=e.delay_estimates,
                 echo_bypassed_frames=e.bypassed_frames,
                 echo_unvoiced_ticks=e.unvoiced_ticks,
+                echo_voiced_ticks=e.voiced_ticks,
                 echo_seconds=e.seconds,
             )
         out["echo_failures"] = int(self.echo_failed)

@@ -162,6 +162,22 @@ def test_the_agents_voice_coming_back_is_not_speech_over_the_reply():
     assert run(turns, "xx", replying=True, start=9) == {-10: "hold"}  # the user's own voice still is
 
 
+def test_a_voice_the_canceller_found_over_the_echo_holds_the_reply_before_the_detector_hears_it():
+    """A tick the echo canceller found a voice in (`AlignedChunk.voice`) is speech though the detector hears none
+    in what the canceller left, and though the tick was mostly the echo: the reply is held at it, and with the
+    detector's voiced tick after it the speech has started."""
+    turns = TurnTaking(EndpointConfig(pause_ms=160, end_silence_ms=480))
+    run(turns, "...", replying=True)
+    step = turns.feed(AlignedChunk(3, QUIET, echo=True, voice=True), lambda: True)
+    assert step.event is None and turns.floor.held
+    step = turns.feed(AlignedChunk(4, LOUD), lambda: True)
+    assert step.hold and turns.floor.interruptions == 1
+    without = TurnTaking(EndpointConfig(pause_ms=160, end_silence_ms=480))
+    run(without, "...", replying=True)
+    without.feed(AlignedChunk(3, QUIET, echo=True), lambda: True)
+    assert not without.floor.held
+
+
 def test_speech_that_cuts_the_reply_just_after_a_turn_continues_that_turn():
     """ "Repeat after me: ..." ended at the colon, and the words after it cut the reply: the new turn starts with
     the audio of the one just ended; a barge-in later than `continuation_ms` after it starts afresh."""

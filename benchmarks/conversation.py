@@ -263,7 +263,8 @@ async def run(args: argparse.Namespace) -> dict:
         "barge_ins_cancelled": sum(r["cancelled"] for r in bi_rows),
         "barge_in_reaction_ms_median": pct(reactions, 50),
         "barge_in_reaction_ms_p95": pct(reactions, 95),
-        "echoed_replies_held": held.get("echoed"),  # holds of replies no one spoke over: their echo
+        # the echoed replies held: at a START (a continued question's included), for one tick (a blip), in seconds
+        "echoed_replies_held": held.get("echoed"),
         "backchannel_phase_held": held.get("backchannels"),
         "aec_cpu_seconds": cpu,
         "aec_core_share_per_talking_session": cpu / talking_s,
@@ -288,7 +289,7 @@ def main() -> None:
         f"\nself-interruptions: {s['self_interruptions']} in {s['echoed_replies']} echoed replies "
         f"(the echo's path estimated at {s['echo_path_ms_estimated']} ms); {s['questions_continued']} questions "
         f"went on after a pause and cut the reply to their start, as a user would; the echoed replies were held "
-        f"for speech over them that no one said: {s['echoed_replies_held']}\n"
+        f"(those included): {s['echoed_replies_held']}\n"
         f"backchannels: {s['backchannels']} said, replies cut {s['backchannel_replies_cut']}, "
         f"held and resumed {s['backchannels_held_and_resumed']}\n"
         f"barge-ins: {s['barge_ins_cancelled']} of {s['barge_ins']} cancelled; the reply quiet "

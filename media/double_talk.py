@@ -118,17 +118,17 @@ class DoubleTalk:
         q, step = cfg.gain_percentile, 0.05  # the gain's percentile tracker: up 0.5 dB, down 0.5 (1 - q) / q dB
         if self._noise is None:
             self._noise = near[0].copy()
+        # for each of the tick's frames, the loudest the reference was at the lags its echo may come back at
+        lagged = np.lib.stride_tricks.sliding_window_view(self._far[size - n - hi : size - lo], hi - lo + 1, axis=0)
+        direct = lagged.max(axis=2)
+        down, floor = cfg.decay_db_per_frame / 10, cfg.band_floor_db / 10
         hit = np.zeros(n, bool)
         for i in range(n):
-            now = size - n + i  # this frame's row in the reference's history
-            direct = self._far[now - hi : now - lo + 1].max(axis=0)
-            self._ringing = np.maximum(direct, self._ringing - cfg.decay_db_per_frame / 10)
-            echo = self._ringing
+            self._ringing = echo = np.maximum(direct[i], self._ringing - down)
             self._noise = np.minimum(near[i], self._noise + 0.005)
             ratio = near[i] - echo
             playing = echo > 5.2  # the reference audible in the band (int16 scale: 1000 a sample, squared, summed)
-            moved = self._gain + np.where(ratio > self._gain, step, -step * (1 - q) / q)
-            self._gain = np.where(playing, moved, self._gain)
-            above = (ratio - self._gain > self._margin) & (near[i] > self._noise + cfg.band_floor_db / 10)
-            hit[i] = float(above.mean()) >= cfg.band_fraction
+            self._gain += np.where(playing, np.where(ratio > self._gain, step, -step * (1 - q) / q), 0)
+            above = (ratio - self._gain > self._margin) & (near[i] > self._noise + floor)
+            hit[i] = np.count_nonzero(above) >= cfg.band_fraction * above.size
         return hit

@@ -121,11 +121,12 @@ def test_speech_over_the_echo_is_heard_at_its_onset(onsets):
     for room, found in onsets.items():
         print(f"{room}: VAD alone / with the onset cue, ms after the onset: {found}")
     pairs = [pair for found in onsets.values() for pair in found]
-    alone = [np.inf if ms is None else ms for ms, _ in pairs]
-    with_cue = [np.inf if ms is None else ms for _, ms in pairs]
-    assert all(ms < np.inf for ms in with_cue), "a phrase over the echo went unheard"
-    assert sum(c < a for a, c in zip(alone, with_cue, strict=True)) >= len(pairs) // 3  # a tick or more sooner
-    assert float(np.median(with_cue)) <= float(np.median(alone)) - 40
+    alone = [1500 if ms is None else ms for ms, _ in pairs]  # unheard: as if heard at the window's end
+    with_cue = [1500 if ms is None else ms for _, ms in pairs]
+    assert max(with_cue) < 1500, "a phrase over the echo went unheard"
+    assert sum(c < a for a, c in zip(alone, with_cue, strict=True)) >= 4  # a tick or more sooner
+    # (AEC3's and Silero's figures vary a tick from run to run: the mean, not each phrase, is asserted)
+    assert float(np.mean(with_cue)) <= float(np.mean(alone)) - 60
 
 
 def test_a_voice_with_no_echo_to_explain_it_is_one_and_silence_is_not():

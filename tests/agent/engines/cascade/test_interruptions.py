@@ -66,6 +66,7 @@ async def test_the_agent_hearing_its_own_voice_back_does_not_interrupt_itself(tm
     # for up to 0.7 s (320 ms of silence and its words); with the canceller off it is held again and again
     assert figures["interruptions"] <= 2 and held <= 0.1 * said, "the reply kept stopping for its own echo"
     assert metrics[("omni_echo_reduction_db", ())] >= 12
+    assert metrics[("omni_echo_events_total", (("event", "voiced_ticks"),))] <= pump.echo.stats.voiced_ticks
     # the path found: at least the room's own delay (the transport and a busy loop only add to it)
     assert pump.echo.delay_ms is not None and pump.echo.delay_ms >= delay_ms - 40
 
@@ -142,3 +143,5 @@ async def test_a_backchannel_and_a_cough_leave_the_reply_going_and_stop_cancels_
     assert cut["interrupted"] is True
     assert user_turns(client, again)[-1].lower().startswith("stop")
     assert metrics[resumed_key] >= 2
+    assert metrics[("omni_output_held_frames_total", ())] >= pump.framer.stats.held_frames > 0  # silent, judged
+    assert ("omni_interruptions_total", (("outcome", "blip"),)) in metrics

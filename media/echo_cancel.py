@@ -44,7 +44,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -119,8 +119,8 @@ class EchoConfig:
     gate_db: float = 12.0
     good_reduction_db: float = 15.0  # echo reduced this much lately: the reference's timing is left alone
     # A voice over the echo found at its onset (media/double_talk.py), sooner than VAD hears it in AEC3's output:
-    # the tick is marked (`voice_over_echo`), and speech over a reply holds it a tick or two earlier
-    double_talk: DoubleTalkConfig | None = field(default_factory=DoubleTalkConfig)
+    # the tick is marked (`voice_over_echo`), and speech over a reply holds it a tick or two earlier. None: off
+    double_talk: DoubleTalkConfig | None = None
     # The envelopes' correlation at the best delay that says an echo is there; below no_echo_score three times
     # running (half a second apart), before any echo was found, there is none. Measured on synthetic rooms
     # (speech, reverb): no echo peaks at 0.09-0.32 by chance, an echo at -30 dB scores 0.45-0.68, at -6 dB

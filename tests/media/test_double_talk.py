@@ -1,5 +1,5 @@
 """A voice over the agent's echo found at its onset (media/double_talk.py), through the canceller as the session
-runs it: sox's room, the reply with pauses in it, and phrases and voices the detector was not tuned on."""
+runs it: sox's room, the reply with pauses in it, and phrases and voices apart from the room benchmark's."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from agent.engines.cascade.models import SileroDetector
 from media.clock import INPUT_SAMPLES_PER_TICK as TICK
-from media.double_talk import DoubleTalk
+from media.double_talk import DoubleTalk, DoubleTalkConfig
 from media.echo_cancel import EchoCanceller, EchoConfig
 from media.pcm import StreamResampler
 from tests.support import espeak_rendering, room_impulse
@@ -55,7 +55,10 @@ def microphone(reply24: np.ndarray, ir: np.ndarray, delay_ms: int, gain_db: floa
     return mic
 
 
-def listen(reply24: np.ndarray, mic: np.ndarray, config: EchoConfig | None = None) -> tuple[list[bool], list[bool]]:
+ON = EchoConfig(double_talk=DoubleTalkConfig())
+
+
+def listen(reply24: np.ndarray, mic: np.ndarray, config: EchoConfig = ON) -> tuple[list[bool], list[bool]]:
     """Each tick's `voice_over_echo`, and whether the cascade's VAD heard speech in what the canceller left (not
     marked as the echo alone), the reference fed as the session feeds it (20 ms frames before each tick)."""
     aec, vad = EchoCanceller(config), SileroDetector()
@@ -116,8 +119,8 @@ def test_the_agents_echo_alone_is_no_voice(reply, rooms, room):
 
 
 def test_speech_over_the_echo_is_heard_at_its_onset(onsets):
-    """Fails without the detector (`EchoConfig(double_talk=None)`: VAD alone, the two columns the same): over the
-    echo VAD hears some of these phrases 400-960 ms after their onset, or not within the next second and a half."""
+    """Fails without the detector (`EchoConfig()`, the default: VAD alone, the two columns the same): over the echo
+    VAD hears some of these phrases 400-960 ms after their onset, or not within the next second and a half."""
     for room, found in onsets.items():
         print(f"{room}: VAD alone / with the onset cue, ms after the onset: {found}")
     pairs = [pair for found in onsets.values() for pair in found]
@@ -141,9 +144,9 @@ def test_a_voice_with_no_echo_to_explain_it_is_one_and_silence_is_not():
     assert dt.tick(silent, voice, voice, 200)
 
 
-def test_off_in_the_config_no_tick_is_marked(reply, rooms):
+def test_off_by_default_no_tick_is_marked(reply, rooms):
     user = espeak_rendering("Hang on a second.", "en-us+f2", 16_000).astype(np.float32)
     mic = rooms[ROOMS[0]].copy()
     mic[3 * 16_000 : 3 * 16_000 + user.size] += user * np.float32(0.4 / np.abs(user).max())
-    cue, heard = listen(reply, mic, EchoConfig(double_talk=None))
+    cue, heard = listen(reply, mic, EchoConfig())
     assert not any(cue) and any(heard)

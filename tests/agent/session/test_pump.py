@@ -93,3 +93,19 @@ async def test_an_instant_between_two_thinned_pictures_takes_the_one_before_not_
     pump.push_audio(AudioInput(np.zeros((1, 16_000), np.float32), 16_000, 0, Fraction(1, 16_000)))  # 1 s
     stats = pump.aligner.stats
     assert stats.video_sampled >= 2 and stats.video_blended == 0
+
+
+async def test_the_onset_cue_is_the_configs_to_turn_on():
+    """`media.echo_onset` reaches the session's echo canceller: off by default, the double-talk detector when on,
+    and the pump hands the engine the canceller's mark with each tick (`AlignedChunk.voice`)."""
+    session = await EchoEngine("turn").open_session(get_profile("default"))
+    session.repeats_input = False  # an engine whose speech is its own: the canceller runs for it
+    plain = SessionPump("s4", session, lambda m: None, False)
+    assert plain.echo is not None and plain.echo.config.double_talk is None
+    pump = SessionPump("s5", session, lambda m: None, False, MediaConfig(echo_onset=True))
+    assert pump.echo is not None and pump.echo.config.double_talk is not None
+    pump.echo.clean = lambda audio, talking=False: audio  # what the canceller left; its mark is what is checked
+    pump.echo.voice_over_echo = True
+    pump.push_audio(AudioInput(np.zeros((1, 1280), np.float32), 16_000, 0, Fraction(1, 16_000)))
+    chunk = pump.queue.pop()
+    assert chunk is not None and chunk.voice

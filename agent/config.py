@@ -108,8 +108,8 @@ class MediaConfig:
     echo_cancellation: str = "auto"
     # ... and while it cancels, a voice over the agent's found at its onset (media/double_talk.py): speech over a
     # reply held a tick or two before VAD hears it in what AEC3 left. Off by default: over WebRTC (Opus both ways)
-    # it took 17 ms off the median barge-in in one room and nothing in another, for ten times the one-tick holds
-    # of replies no one spoke over (docs/benchmarks.md)
+    # it took 17 ms off the median barge-in in one room and nothing in another, for five times the one-tick
+    # holds of replies no one spoke over (docs/benchmarks.md)
     echo_onset: bool = False
 
 

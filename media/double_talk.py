@@ -1,6 +1,6 @@
 """A voice over the agent's echo, found at its onset: what lets speech over a reply hold it in time.
 
-Sans-I/O, one call per 80 ms tick of ten 10 ms frames, made by the echo
+Sans-I/O, one call per 80 ms tick of eight 10 ms frames, made by the echo
 canceller while it cancels. VAD on what AEC3 leaves of a voice over the echo
 says speech late: AEC3's suppressor takes a voice's first 100-200 ms over the
 echo for echo, and Silero wants more than it lets through. Two cheaper cues

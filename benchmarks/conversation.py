@@ -198,10 +198,10 @@ def _floor(turns: list[dict]) -> dict:
     return {k: sum(m.get(k) or 0 for m in turns) for k in keys}
 
 
-HOLDS = {  # what /metrics counts of speech over the replies, by name here
-    "holds": ("omni_interruptions_total", (("outcome", "held"),)),
-    "blips": ("omni_interruptions_total", (("outcome", "blip"),)),
-    "held_s": ("omni_output_held_frames_total", ()),
+HOLDS = {  # what /metrics counts of speech over the replies, by name here, and in what unit
+    "holds": ("omni_interruptions_total", (("outcome", "held"),), 1),
+    "blips": ("omni_interruptions_total", (("outcome", "blip"),), 1),
+    "held_s": ("omni_output_held_frames_total", (), 0.02),  # 20 ms frames
 }
 
 
@@ -209,7 +209,7 @@ def holds(port: int, before: dict[str, float] | None = None) -> dict[str, float]
     """The server's counts of speech over replies (held, one-tick blips, seconds of reply held silent), less
     `before`'s: what a phase cost the replies it did not mean to stop."""
     got = scrape_metrics(port)
-    now = {k: got.get(key, 0.0) * (0.02 if k == "held_s" else 1) for k, key in HOLDS.items()}
+    now = {k: got.get((name, labels), 0.0) * unit for k, (name, labels, unit) in HOLDS.items()}
     return {k: round(v - (before or {}).get(k, 0.0), 2) for k, v in now.items()}
 
 

@@ -59,7 +59,8 @@ class DoubleTalk:
         self._window = np.hanning(WINDOW + 1)[:-1].astype(np.float32)
         lags = (max_delay_ms + cfg.jitter_ms + cfg.ringing_ms) // 10 + 1
         self._far = np.full((lags + 8, cfg.bands), -3.0, np.float32)  # log10 band energies, newest last
-        self._last = {"far": np.zeros(FRAME, np.float32), "near": np.zeros(FRAME, np.float32)}  # the frames before
+        self._before = np.zeros((2, FRAME), np.float32)  # the last frame seen of each side: far, near
+        self._skipped = 0  # frames not looked at since the last tick (nothing played)
         self._ringing = np.full(cfg.bands, -3.0, np.float32)  # the echo's envelope: the reference, ringing down
         self._gain = np.zeros(cfg.bands, np.float32)  # log10 echo gain per band; 0 dB until learnt
         self._noise: np.ndarray | None = None  # log10 band noise floor of the microphone
@@ -68,26 +69,32 @@ class DoubleTalk:
         self._margin = cfg.margin_db / 10
 
     def skip(self, frames: int) -> None:
-        """Frames that were not looked at (nothing played): the reference's history goes on, silent."""
-        frames = min(frames, self._far.shape[0])
-        self._far = np.roll(self._far, -frames, axis=0)
-        self._far[-frames:] = -3.0
-        self._last = {side: np.zeros(FRAME, np.float32) for side in self._last}
-        self._run = 0
+        """Frames that were not looked at (nothing played): counted now, the history moved on at the next tick
+        (a session that listens costs nothing here)."""
+        self._skipped += frames
 
     def tick(self, far: np.ndarray, near: np.ndarray, out: np.ndarray, delay_ms: int | None) -> bool:
         """One tick's frames as (n, 160) arrays at int16 scale: what played (the reference at the moment of
         capture), what the microphone heard, and what the canceller left of it. True: a voice over the echo."""
-        far, near = far.astype(np.float32), near.astype(np.float32)
+        far, near = np.asarray(far, np.float32), np.asarray(near, np.float32)
         n = far.shape[0]
+        if self._skipped:  # the reference's history goes on, silent, over the frames not looked at
+            self._push(np.full((min(self._skipped, self._far.shape[0]), self.config.bands), -3.0, np.float32))
+            self._before[:] = 0.0
+            self._run = self._skipped = 0
         near_energy = np.einsum("ij,ij->i", near, near) / FRAME + 1.0
         out_energy = np.einsum("ij,ij->i", out, out) / FRAME + 1.0
         cue_out = self._output_rose(10 * np.log10(out_energy), 10 * np.log10(out_energy / near_energy))
-        far_bands, near_bands = self._bands(far, "far"), self._bands(near, "near")
-        self._far = np.roll(self._far, -n, axis=0)
-        self._far[-n:] = far_bands
+        near_bands = self._bands(near, 1)
+        self._push(self._bands(far, 0))
         cue_bands = self._above_echo(near_bands, n, delay_ms)
         return bool(np.any(cue_out & cue_bands))
+
+    def _push(self, rows: np.ndarray) -> None:
+        """The reference's newest band energies onto the end of its history, in place."""
+        k = rows.shape[0]
+        self._far[:-k] = self._far[k:]
+        self._far[-k:] = rows
 
     def _output_rose(self, out_db: np.ndarray, ratio_db: np.ndarray) -> np.ndarray:
         cfg = self.config
@@ -100,10 +107,11 @@ class DoubleTalk:
         self._out_floor = floor
         return hit
 
-    def _bands(self, frames: np.ndarray, side: str) -> np.ndarray:
-        """log10 energy in each band of each frame's spectrum (over it and the frame before)."""
-        joined = np.concatenate((self._last[side][None, :], frames))
-        self._last[side] = frames[-1]
+    def _bands(self, frames: np.ndarray, side: int) -> np.ndarray:
+        """log10 energy in each band of each frame's spectrum (over it and the frame before); `side` 0 is the
+        reference, 1 the microphone."""
+        joined = np.concatenate((self._before[side][None, :], frames))
+        self._before[side] = frames[-1]
         windows = np.concatenate((joined[:-1], joined[1:]), axis=1) * self._window
         power = np.abs(np.fft.rfft(windows, axis=1)) ** 2
         cum = np.cumsum(power, axis=1)

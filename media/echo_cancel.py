@@ -277,13 +277,13 @@ class EchoCanceller:
         if passes and not suppress:
             self.stats.seconds += self._clock() - t0
             return audio
+        out = pcm.astype(np.float32)  # what is left, int16 scale: measured here, returned below
         if cancel and not passes:
-            out = pcm.astype(np.float32)
             e_in, e_out = heard / (1 << 30), float(np.einsum("ij,ij->", out, out)) / (1 << 30)
             self.echo_only = e_out * self._gate <= e_in and heard > self._quiet * n * FRAME
             self.stats.unvoiced_ticks += self.echo_only
             if self._double_talk is not None:
-                self.voice_over_echo = self._double_talk.tick(reference, near, out, self.delay_ms)
+                self.voice_over_echo = self._double_talk.tick(far, near, out, self.delay_ms)
                 self.stats.voiced_ticks += self.voice_over_echo
             if not talking:
                 self.stats.echo_frames += n
@@ -291,8 +291,8 @@ class EchoCanceller:
                 self.stats.echo_out_energy += e_out
                 self._recent = (self._recent[0] + e_in, self._recent[1] + e_out)
         self.stats.seconds += self._clock() - t0
-        out = pcm.reshape(-1).astype(np.float32) / 32768
-        return out if n * FRAME == audio.size else np.concatenate((out, audio[n * FRAME :]))
+        cleaned = out.reshape(-1) / 32768
+        return cleaned if n * FRAME == audio.size else np.concatenate((cleaned, audio[n * FRAME :]))
 
     def _track_noise(self, energy: np.ndarray) -> None:
         """The noise floor: the first tick's level, then down at once and up slowly (0.5 dB a tick), so it stays

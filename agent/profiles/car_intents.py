@@ -126,19 +126,17 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
     text = words_to_digits(normalise(raw))
     text = text.replace("a c", "ac").replace("air conditioning", "ac").replace("air con", "ac")
     # defrost first: "defrost the rear window" is not about opening it
-    if re.search(r"\b(?:defrost|defog|demist)", text):
+    if re.search(r"\b(?:defrost|defog|demist)|\b(?:steamed|fogged|misted) up\b|\bfoggy\b", text):
         return Command(
             "set_defrost",
             {"which": "rear" if re.search(r"\b(?:rear|back)\b", text) else "front", "on": _on_off(text) is not False},
         )
     # windows and sunroof
     if re.search(r"\b(?:sun ?roof|moon ?roof)\b", text):
-        opening = not re.search(r"\b(?:close|shut)\b", text)
+        opening = not re.search(r"\b(?:close|closed|shut)\b", text)
         return Command("set_sunroof", {"position": _amount(text, opening)})
     if re.search(r"\bwindows?\b", text):
-        opening = bool(re.search(r"\b(?:open|down|lower|roll down)\b", text)) and not re.search(
-            r"\b(?:close|shut|up|raise)\b", text
-        )
+        opening = not re.search(r"\b(?:close|closed|shut|up|raise)\b", text)
         return Command("set_window", {"window": _window_group(text), "position": _amount(text, opening)})
     # climate
     zone = (
@@ -146,13 +144,13 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
         if re.search(r"\b(?:driver'?s?|my side)\b", text)
         else ("passenger" if re.search(r"\bpassenger'?s?\b", text) else "all")
     )
-    if re.search(r"\b(?:seat heat|heated seat|seat warm|warm my seat|heat my seat|seat heater)", text):
+    if re.search(_SEAT_HEAT, text):
         seat = "passenger" if re.search(r"\bpassenger", text) else "driver"
         if m := re.search(r"\b(?:rear|back) (left|right)\b", text):
             seat = f"rear_{m.group(1)}"
         elif re.search(r"\b(?:third|middle|fifth) seat\b", text):
             seat = "middle"
-        on = _on_off(text)
+        on = False if re.search(r"\b(?:kill|cut|too hot)\b", text) else _on_off(text)
         level = _number(text, r"\b(?:level|to)")
         if level is None:
             level = {"high": 3, "max": 3, "maximum": 3, "medium": 2, "low": 1}.get(
@@ -168,18 +166,23 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
             if _on_off(text) is False:
                 level = 0
             else:
-                level = current - 1 if re.search(r"\b(?:down|lower|slower|less)\b", text) else current + 1
+                level = current - 1 if re.search(_LESS, text) else current + 1
         return Command("set_fan", {"level": level})
-    if re.search(r"\b(?:warmer|hotter|heat it up|warm it up|too cold|i'm cold|i am cold|freezing)\b", text):
-        return Command("adjust_temperature", {"zone": zone, "delta": _number(text, r"\bby") or 1})
-    if re.search(r"\b(?:cooler|colder|cool it down|too hot|too warm|i'm hot|i am hot)\b", text):
-        return Command("adjust_temperature", {"zone": zone, "delta": -(_number(text, r"\bby") or 1)})
+    change = _number(text, r"\bby") or _number(text, r"\b(?:raise|increase|lower|drop|reduce|decrease)\b.*?")
+    temperature = re.search(_TEMPERATURE, text)
+    if re.search(_FEEL_COLD, text) or (temperature and re.search(r"\b(?:raise|increase)\b", text)):
+        return Command("adjust_temperature", {"zone": zone, "delta": change or 1})
+    if re.search(_FEEL_HOT, text) or (temperature and re.search(r"\b(?:lower|drop|reduce|decrease)\b", text)):
+        return Command("adjust_temperature", {"zone": zone, "delta": -(change or 1)})
     if re.search(r"\b(?:temperature|degrees|thermostat)\b", text):
         value = _number(text)
         if value is not None:
             return Command("set_temperature", {"zone": zone, "celsius": value})
     # media
-    if re.search(r"\b(?:volume|louder|quieter|softer)\b", text):
+    if re.search(
+        r"\b(?:volume|louder|quieter|softer|too loud|too quiet)\b|\b(?:music|radio|sound) (?:up|down)\b",
+        text,
+    ):
         value = _number(text)
         if value is not None:
             return Command("set_volume", {"level": value})
@@ -187,9 +190,9 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
         return Command("adjust_volume", {"delta": -3 if down else 3})
     if m := re.search(r"\b(?:switch|change|go) to (?:the )?(radio|bluetooth|usb)\b", text):
         return Command("set_media_source", {"source": m.group(1)})
-    if re.search(r"\b(?:next|skip)\b.*\b(?:song|track)\b|^(?:next|skip)\b", text):
+    if re.search(r"\b(?:next|skip)\b.*\b(?:song|track|one)\b|^(?:next|skip)\b", text):
         return Command("media", {"action": "next"})
-    if re.search(r"\bprevious\b.*\b(?:song|track)\b|\bgo back a (?:song|track)\b", text):
+    if re.search(r"\b(?:previous|last)\b.*\b(?:song|track|one)\b|\bgo back a (?:song|track)\b", text):
         return Command("media", {"action": "previous"})
     if re.search(r"\b(?:pause|stop)\b.*\b(?:music|song|radio|playback|media)\b|^pause\b", text):
         return Command("media", {"action": "pause"})
@@ -199,11 +202,95 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
     if re.search(r"\b(?:cancel|stop|end)\b.*\b(?:navigation|route|directions|guidance)\b", text):
         return Command("cancel_navigation", {})
     if m := re.search(
-        r"\b(?:navigate|take me|directions|drive me|route me|drive) to (?:the )?(.+)$", raw.strip(), re.I
+        r"\b(?:navigate|take me|directions|drive me|route me|route|drive|get me|how do i get|guide me|destination)"
+        r" (?:to|is) (?:the )?(.+)$",
+        raw.strip(),
+        re.I,
     ):
         return Command("navigate", {"destination": m.group(1).strip(" .!?")})
+    if m := re.search(r"\b(?:take|drive|get) me (home|to work)\b", text):
+        return Command("navigate", {"destination": m.group(1).removeprefix("to ")})
     if re.search(r"\bunlock\b", text):
         return Command("lock_doors", {"locked": False})
     if re.search(r"\block\b.*\b(?:doors?|car)\b", text):
         return Command("lock_doors", {"locked": True})
+    return None
+
+
+_SEAT_HEAT = (
+    r"\b(?:seat heat|heated seat|seat warm|warm my seat|heat my seat|seat heater)|"
+    r"\bseat'?s?\b.*\b(?:hot|warm|cold|heat)|\b(?:heat|warm)\w*\b.*\bseat"
+)
+_TEMPERATURE = r"\b(?:temperature|heat|heating|thermostat)\b"
+_FEEL_COLD = (
+    r"\b(?:warmer|hotter|heat it up|warm it up|too cold|i'm cold|i am cold|freezing|chilly|icebox|shivering|"
+    r"less cold|cold in here)\b"
+)
+_FEEL_HOT = (
+    r"\b(?:cooler|colder|cool it down|too hot|too warm|i'm hot|i am hot|boiling|roasting|sweating|sweltering|"
+    r"baking|hot in here|less hot|turn down the heat)\b"
+)
+_CLOSE = r"\b(?:close|closed|shut|up|raise|windy|draughty|drafty|cold air)\b"
+_OFF = r"\b(?:off|disable|stop|deactivate|no more|too hot|too warm|enough|kill|cut)\b"
+_LESS = r"\b(?:down|lower|less|decrease|reduce|quieter|softer|slower|too loud|too strong|too much|too noisy)\b"
+_HOT = r"\b(?:hot|boiling|warm in here|sweating|stuffy|roasting|cooler|colder|cool|lower|down|reduce|less)\b"
+_COLD = r"\b(?:cold|chilly|freezing|warmer|hotter|heat|warm up|raise|up|increase|more|shivering)\b"
+_HEAT_LEVELS = {"high": 3, "max": 3, "maximum": 3, "full": 3, "medium": 2, "low": 1, "little": 1, "bit": 1}
+
+
+def command_for(topic: str, raw: str, state: dict[str, Any]) -> Command | None:
+    """The tool call for a request the grammar did not read but the intent model placed (`topic`, one of
+    `exemplars/car.tsv`'s): which way from the words ("shut", "too loud", "I'm freezing"), the slots as the
+    grammar reads them, defaults for the rest. None: a slot it cannot do without (a destination, a number)."""
+    text = words_to_digits(normalise(raw))
+    if topic in ("window", "sunroof"):
+        opening = not re.search(_CLOSE, text)
+        if topic == "sunroof":
+            return Command("set_sunroof", {"position": _amount(text, opening)})
+        return Command("set_window", {"window": _window_group(text), "position": _amount(text, opening)})
+    if topic == "seat_heat":
+        seat = "passenger" if re.search(r"\bpassenger", text) else "driver"
+        if m := re.search(r"\b(?:rear|back) (left|right)\b", text):
+            seat = f"rear_{m.group(1)}"
+        level = next((v for w, v in _HEAT_LEVELS.items() if re.search(rf"\b{w}\b", text)), 2)
+        return Command("set_seat_heating", {"seat": seat, "level": 0 if re.search(_OFF, text) else level})
+    if topic == "temperature":
+        zone = "driver" if re.search(r"\b(?:driver'?s?|my side)\b", text) else "all"
+        zone = "passenger" if re.search(r"\bpassenger'?s?\b", text) else zone
+        by = _number(text, r"\bby") or (2 if re.search(r"\bcouple\b", text) else None)
+        value = _number(text)
+        if value is not None and by is None and not re.search(r"\bdegrees? (?:warmer|cooler|colder|hotter)\b", text):
+            return Command("set_temperature", {"zone": zone, "celsius": value})
+        by = by or value or 1
+        if re.search(_HOT, text) and not re.search(r"\b(?:too cold|cold|chilly|freezing)\b", text):
+            return Command("adjust_temperature", {"zone": zone, "delta": -by})
+        if re.search(_COLD, text):
+            return Command("adjust_temperature", {"zone": zone, "delta": by})
+        return None  # which way is not said
+    if topic == "fan":
+        current = state["climate"]["fan"]
+        level = 0 if re.search(r"\boff\b", text) else current - 1 if re.search(_LESS, text) else current + 1
+        return Command("set_fan", {"level": level})
+    if topic == "ac":
+        return Command("set_ac", {"on": not re.search(_OFF, text)})
+    if topic == "defrost":
+        rear = bool(re.search(r"\b(?:rear|back)\b", text))
+        return Command("set_defrost", {"which": "rear" if rear else "front", "on": not re.search(r"\boff\b", text)})
+    if topic == "volume":
+        return Command("adjust_volume", {"delta": -3 if re.search(_LESS, text) else 3})
+    if topic == "track":
+        back = re.search(r"\b(?:previous|back|last|again|before)\b", text)
+        return Command("media", {"action": "previous" if back else "next"})
+    if topic == "music":
+        paused = re.search(r"\b(?:pause|stop|mute|silence|quiet|off|hold)\b", text)
+        return Command("media", {"action": "pause" if paused else "play"})
+    if topic == "navigate":
+        m = re.search(r"\b(?:to|towards|for)\s+(?:the\s+)?(.+)$", raw.strip(), re.I)
+        if m is None and (home := re.search(r"\b(home|work)\b", text)):
+            return Command("navigate", {"destination": home.group(1)})
+        return Command("navigate", {"destination": m.group(1).strip(" .!?")}) if m else None
+    if topic == "cancel_navigation":
+        return Command("cancel_navigation", {})
+    if topic == "doors":
+        return Command("lock_doors", {"locked": not re.search(r"\b(?:unlock|open)\b", text)})
     return None

@@ -2,9 +2,11 @@
 
 `DefaultAssistant` is a small, honest assistant: it tells the time and date,
 repeats what it heard, says what it can do, answers whether it sees the user
-and how many people are in view, and says plainly when it did not
-understand. The in-car and translation policies build on these types;
-`policies.make_policy` picks one for a profile.
+and how many people are in view, and says plainly what it cannot do. A
+request is read by its grammar first (exact, slots and all), then by meaning
+(`understanding.py`): acted on when near an example, asked back ("Did you
+mean ...?") when only close. The in-car and translation policies build on
+these types; `policies.make_policy` picks one for a profile.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from agent.profiles.understanding import IntentModel
 
 
 @dataclass
@@ -74,46 +78,120 @@ CAPABILITIES = (
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     # said over a reply to stop it (media/turn_taking.py cancels the reply): nothing to answer but that it stopped
     ("stop", re.compile(r"^(?:ok(?:ay)? )?(?:stop|wait|hold on|be quiet|quiet|shut up|enough|cancel|never ?mind)\b")),
-    ("repeat_after", re.compile(r"^(?:please )?(?:repeat after me|say|repeat) (?!that\b|it\b)(?P<what>.+)$")),
-    ("repeat_last", re.compile(r"\b(?:what did i (?:just )?say|repeat (?:that|it)|say (?:that|it) again)\b")),
+    (
+        "repeat_last",
+        re.compile(
+            r"\b(?:what did i (?:just )?say|repeat (?:that|it)|say (?:that|it) again)\b|"
+            r"\b(?:repeat|echo|read back|say back) (?:my last|what i)\b"
+        ),
+    ),
+    (
+        "repeat_after",
+        re.compile(
+            r"^(?:please |just |um |so |can you |could you |would you )*"
+            r"(?:repeat after me|say|repeat|echo this|echo) (?!that\b|it\b)(?P<what>.+)$|"
+            r"\b(?:repeat after me|say after me|echo this|say the words?|say this)\b (?P<after>.+)$"
+        ),
+    ),
     ("count", re.compile(r"\bhow many (?:people|persons|faces|of us)\b")),
     ("see_me", re.compile(r"\b(?:can|do) you see (?:me|us|anyone|anybody|my face)\b|\bam i (?:visible|on camera)\b")),
     ("time", re.compile(r"\bwhat(?:'s| is)? the time\b|\bwhat time\b|\btell me the time\b|\bthe time please\b|^time$")),
     ("date", re.compile(r"\b(?:what(?:'s| is)? (?:the |today's )?date|what day|which day|today's date)\b")),
+    ("thanks", re.compile(r"\b(?:thank you|thanks)\b")),
     ("help", re.compile(r"\b(?:what can you do|help|who are you|what are you|what do you do)\b")),
     ("greet", re.compile(r"^(?:hi|hello|hey|good (?:morning|afternoon|evening))\b")),
-    ("thanks", re.compile(r"\b(?:thank you|thanks)\b")),
     ("bye", re.compile(r"\b(?:bye|goodbye|see you)\b")),
 ]
 
 
+_INTENTS = frozenset(intent for intent, _ in _PATTERNS)
+# What a request read by meaning asks, where its words say more than its nearest example: the model's
+# neighbours blur these pairs ("what day is it" is near "what time is it")
+_REFINE = [
+    ("date", ("time",), re.compile(r"\b(?:day|date|month|year|week|today|weekday)\b")),
+    ("time", ("date",), re.compile(r"\b(?:time|clock|hour|late|o'clock|noon|midnight)\b")),
+    ("count", ("see_me",), re.compile(r"\b(?:how many|count|number of|more than|people|persons|faces)\b")),
+    ("bye", ("greet",), re.compile(r"\b(?:bye|later|night|soon|leaving|off now)\b")),
+]
+# A short answer to "Did you mean ...?"
+YES = re.compile(r"^(?:yes|yeah|yep|yup|sure|please|correct|right|exactly|ok|okay|do it|go ahead|that's right)\b")
+NO = re.compile(r"^(?:no|nope|nah|not|wrong|never ?mind|cancel)\b")
+_ASK = {
+    "time": "the time",
+    "date": "today's date",
+    "repeat_after": "that I repeat something after you",
+    "repeat_last": "what you said last",
+    "see_me": "whether I can see you",
+    "count": "how many people I can see",
+    "help": "what I can do",
+    "stop": "that I stop",
+}
+_WHAT = re.compile(
+    r"\b(?:say|repeat|echo|parrot)(?: this| that| back| after me| the following| it back to me)*[: ]+(?P<what>.+)$"
+)
+
+
+def refine(intent: str, said: str) -> str:
+    for better, over, words in _REFINE:
+        if intent in over and words.search(said):
+            return better
+    return intent
+
+
 class DefaultAssistant:
-    def understands(self, text: str) -> bool:
-        """It has an answer for `text` as it stands (no side effects: asked while the user may go on)."""
+    OUT_OF_SCOPE = (
+        "Sorry, that's not something I can do. I can tell you the time or the date, repeat what you say, "
+        "and tell you whether I can see you and how many people are in view."
+    )
+
+    def __init__(self, model: IntentModel | None = None) -> None:
+        self.model = model or IntentModel.for_profile("default")
+        self.asked: str | None = None  # the intent of a "Did you mean ...?" the user has not answered yet
+
+    def understands_exactly(self, text: str) -> bool:
+        """Its grammar reads `text`."""
         said = normalise(text)
         return bool(said) and any(p.search(said) for _, p in _PATTERNS)
+
+    def understands(self, text: str) -> bool:
+        """It has an answer for `text` as it stands (no side effects: asked while the user may go on): its grammar
+        reads it, or it answers a question asked back. A reading by meaning does not end a turn sooner: a near
+        example is no proof that the user has finished ("could you make it a bit ...")."""
+        said = normalise(text)
+        return self.understands_exactly(said) or (self.asked is not None and bool(YES.search(said) or NO.search(said)))
 
     def reply(self, text: str, ctx: DialogContext) -> Reply:
         said = normalise(text)
         if not said:
             return Reply("Sorry, I didn't catch that. Could you say it again?", "empty")
+        asked, self.asked = self.asked, None
+        if asked is not None and YES.search(said):
+            return Reply(self._answer(asked, None, ctx), asked)
+        if asked is not None and NO.search(said) and len(said.split()) <= 3:
+            return Reply("Okay. What would you like?", "declined")
         for intent, pattern in _PATTERNS:
             m = pattern.search(said)
             if m:
-                return Reply(self._answer(intent, m, ctx), intent)
-        return Reply(
-            f'Sorry, I didn\'t understand "{text.strip()}". You can ask me for the time or the date, '
-            "ask me to repeat something, or ask whether I can see you.",
-            "unknown",
-        )
+                what = m.groupdict().get("what") or m.groupdict().get("after")
+                return Reply(self._answer(intent, what, ctx), intent)
+        guess = self.model.guess(said)
+        if guess.intent not in _INTENTS:  # out of scope; or, in the car's model, a car topic it did not act on
+            return Reply(self.OUT_OF_SCOPE, "unknown")
+        intent = refine(guess.intent, said)
+        if guess.sure or intent not in _ASK:
+            what = m.group("what") if intent == "repeat_after" and (m := _WHAT.search(said)) else None
+            return Reply(self._answer(intent, what, ctx), intent)
+        self.asked = intent
+        return Reply(f"Did you mean {_ASK[intent]}?", "ask")
 
-    def _answer(self, intent: str, m: re.Match[str], ctx: DialogContext) -> str:
+    def _answer(self, intent: str, what: str | None, ctx: DialogContext) -> str:
         if intent == "time":
             return _time(ctx.now)
         if intent == "date":
             return _date(ctx.now)
         if intent == "repeat_after":
-            return m.group("what").strip().capitalize() + "."
+            what = re.sub(r"^(?:please |for me )+", "", what or "").strip()
+            return what.capitalize() + "." if what else "What should I repeat? Say: repeat after me, then the words."
         if intent == "repeat_last":
             if not ctx.history:
                 return "You haven't said anything before this."

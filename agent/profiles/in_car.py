@@ -1,23 +1,77 @@
-"""The in-car assistant: speech to validated vehicle tools, and a spoken result."""
+"""The in-car assistant: speech to validated vehicle tools, and a spoken result.
+
+A request goes to the car's grammar first (`car_intents.parse`: exact slots), then to the general
+assistant's, then by meaning (`understanding.py`, the car's examples and the general assistant's): a car
+topic is made a tool call from its words (`car_intents.command_for`), acted on when near an example, asked
+back ("Did you mean: turn on the seat heating?") when only close; what is near nothing the car or the
+assistant can do is said to be out of scope, with what it can do.
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from agent.profiles.car import Car
-from agent.profiles.car_intents import parse
-from agent.profiles.dialog import DefaultAssistant, DialogContext, Reply
+from agent.profiles.car_intents import Command, command_for, parse
+from agent.profiles.dialog import NO, YES, DefaultAssistant, DialogContext, Reply, normalise
+from agent.profiles.understanding import NONE, IntentModel
 
 CAR_HELP = (
     "In the car I can open and close the windows and the sunroof, set the temperature, fan, air conditioning "
     "and defrost, turn on seat heating, control the music and volume, navigate, and lock the doors."
 )
+# Parts of a car this one has no tool for: a request about them is out of scope, however near a tool's examples
+# it reads ("open the boot" is near "open the window")
+NOT_MINE = re.compile(
+    r"\b(?:boot|trunk|bonnet|hood|garage|wipers?|headlights?|lights|mirrors?|engine|tyres?|tires?|horn|indicators?|"
+    r"blinkers?|cruise control|autopilot|self driving|massage|gears?|handbrake|parking brake|seat (?:forward|back|"
+    r"position)|steering)\b"
+)
+GENERAL = frozenset("time date repeat_after repeat_last see_me count help greet thanks bye".split())
+
+
+def describe(command: Command) -> str:
+    """A tool call in words, for asking back."""
+    a = command.arguments
+    if command.tool == "set_window":
+        return f"{'open' if a['position'] else 'close'} the {a['window'].replace('_', ' ')} window"
+    if command.tool == "set_sunroof":
+        return f"{'open' if a['position'] else 'close'} the sunroof"
+    if command.tool == "set_seat_heating":
+        return f"turn {'on' if a['level'] else 'off'} the {a['seat'].replace('_', ' ')} seat heating"
+    if command.tool == "adjust_temperature":
+        return f"make it {'warmer' if a['delta'] > 0 else 'cooler'}"
+    if command.tool == "set_temperature":
+        return f"set the temperature to {a['celsius']:g} degrees"
+    if command.tool == "set_fan":
+        return f"set the fan to {a['level']}"
+    if command.tool == "set_ac":
+        return f"turn the air conditioning {'on' if a['on'] else 'off'}"
+    if command.tool == "set_defrost":
+        return f"turn {'on' if a['on'] else 'off'} the {a['which']} defrost"
+    if command.tool == "adjust_volume":
+        return f"turn the volume {'up' if a['delta'] > 0 else 'down'}"
+    if command.tool == "media":
+        steps = {"next": "skip to the next track", "previous": "go back a track"}
+        return steps.get(a["action"], f"{a['action']} the music")
+    if command.tool == "navigate":
+        return f"navigate to {a['destination']}"
+    if command.tool == "cancel_navigation":
+        return "cancel the navigation"
+    if command.tool == "lock_doors":
+        return f"{'lock' if a['locked'] else 'unlock'} the doors"
+    return command.tool.replace("_", " ")
 
 
 class InCarAssistant:
-    def __init__(self) -> None:
+    OUT_OF_SCOPE = f"Sorry, I can't do that. {CAR_HELP}"
+
+    def __init__(self, model: IntentModel | None = None) -> None:
         self.car = Car()
-        self._general = DefaultAssistant()
+        self.model = model or IntentModel.for_profile("car")
+        self._general = DefaultAssistant(self.model)
+        self.asked: Command | None = None  # a tool call asked back ("Did you mean ...?") and not yet answered
 
     def initial_tool_calls(self) -> list[dict[str, Any]]:
         """The car's state when the session starts, so the page can draw it."""
@@ -26,19 +80,58 @@ class InCarAssistant:
     def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         return {"name": name, "arguments": arguments, "result": self.car.call(name, arguments)}
 
+    def understand(self, text: str) -> tuple[Command | None, str, bool]:
+        """What `text` asks of the car: its tool call (None: not the car's), the intent, and whether sure."""
+        state = self.car.state.snapshot()
+        command = parse(text, state)
+        if command is not None:
+            return command, "grammar", True
+        if self._general.understands_exactly(text):
+            return None, "general", True
+        said = normalise(text)
+        if not said:
+            return None, "general", True  # the general assistant asks again
+        if NOT_MINE.search(said):
+            return None, NONE, True
+        guess = self.model.guess(said)
+        if guess.intent == NONE or guess.intent in GENERAL or guess.intent == "stop":
+            return None, guess.intent, guess.sure
+        return command_for(guess.intent, text, state), guess.intent, guess.sure
+
     def understands(self, text: str) -> bool:
-        """A command with all it needs, or something the general assistant answers (no side effects)."""
-        return parse(text, self.car.state.snapshot()) is not None or self._general.understands(text)
+        """A command the grammar reads with all it needs, or something the general assistant answers (no side
+        effects; see `DefaultAssistant.understands`)."""
+        said = normalise(text)
+        answer = self.asked is not None and bool(YES.search(said) or NO.search(said))
+        return answer or parse(text, self.car.state.snapshot()) is not None or self._general.understands(text)
 
     def reply(self, text: str, ctx: DialogContext) -> Reply:
-        command = parse(text, self.car.state.snapshot())
+        said = normalise(text)
+        asked, self.asked = self.asked, None
+        if asked is not None and YES.search(said):
+            return self._act(asked)
+        if asked is not None and NO.search(said) and len(said.split()) <= 3:
+            return Reply("Okay. What would you like?", "declined")
+        command, intent, sure = self.understand(text)
+        if command is not None and sure:
+            return self._act(command)
         if command is not None:
-            call = self.call(command.tool, command.arguments)
-            intent = "tool" if call["result"]["ok"] else "refused"
-            return Reply(call["result"]["message"], intent, tool_calls=[call])
+            self.asked = command
+            return Reply(f"Did you mean: {describe(command)}?", "ask")
+        if intent == NONE:
+            return Reply(self.OUT_OF_SCOPE, "unknown")
+        if intent not in ("grammar", "general", "stop") and intent not in GENERAL:  # a car topic, a slot missing
+            if intent == "navigate":
+                return Reply("Where would you like to go?", "ask")
+            return Reply("Which way? For example: make it warmer, or set it to 21 degrees.", "ask")
         general = self._general.reply(text, ctx)
         if general.intent == "help":
             return Reply(CAR_HELP, "help")
         if general.intent == "unknown":
-            return Reply(f'Sorry, I didn\'t understand "{text.strip()}". {CAR_HELP}', "unknown")
+            return Reply(self.OUT_OF_SCOPE, "unknown")
         return general
+
+    def _act(self, command: Command) -> Reply:
+        call = self.call(command.tool, command.arguments)
+        intent = "tool" if call["result"]["ok"] else "refused"
+        return Reply(call["result"]["message"], intent, tool_calls=[call])

@@ -108,6 +108,7 @@ def score(rows: list[dict]) -> dict:
         "out_of_scope_said": round(sum(r["got"] == "none" for r in outside) / max(1, len(outside)), 3),
         "per_intent": per,
         "confusions": [[a, b, n] for (a, b), n in confusions.most_common(25)],
+        "missed": [r for r in rows if r["got"] != r["label"]],  # each with what was said, and heard
     }
 
 

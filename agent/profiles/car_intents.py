@@ -92,7 +92,7 @@ def _window_group(text: str) -> str:
     if m := re.search(rf"\b({'|'.join(_ORDINALS)})\b", text):
         return m.group(1)
     front = re.search(r"\bfront\b", text)
-    rear = re.search(r"\b(?:rear|back)\b", text)
+    rear = re.search(r"\brear\b|\bback\b(?! up| down)", text)  # "put it back up" is no rear window
     left = re.search(r"\bleft\b", text)
     right = re.search(r"\bright\b", text)
     if re.search(r"\b(?:all|every|both)\b", text) and not (front or rear):
@@ -136,7 +136,7 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
         opening = not re.search(r"\b(?:close|closed|shut)\b", text)
         return Command("set_sunroof", {"position": _amount(text, opening)})
     if re.search(r"\bwindows?\b", text):
-        opening = not re.search(r"\b(?:close|closed|shut|up|raise)\b", text)
+        opening = _opening(text)
         return Command("set_window", {"window": _window_group(text), "position": _amount(text, opening)})
     # climate
     zone = (
@@ -159,7 +159,7 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
         return Command("set_seat_heating", {"seat": seat, "level": 0 if on is False else level})
     if re.search(r"\bac\b|\bcooling\b", text) and _on_off(text) is not None:
         return Command("set_ac", {"on": _on_off(text)})
-    if re.search(r"\bfan\b", text):
+    if re.search(r"\bfans?\b", text):
         level = _number(text)
         if level is None:
             current = state["climate"]["fan"]
@@ -174,7 +174,7 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
         return Command("adjust_temperature", {"zone": zone, "delta": change or 1})
     if re.search(_FEEL_HOT, text) or (temperature and re.search(r"\b(?:lower|drop|reduce|decrease)\b", text)):
         return Command("adjust_temperature", {"zone": zone, "delta": -(change or 1)})
-    if re.search(r"\b(?:temperature|degrees|thermostat)\b", text):
+    if re.search(r"\b(?:temperature|degrees|thermostat|heating|heat|climate)\b", text):
         value = _number(text)
         if value is not None:
             return Command("set_temperature", {"zone": zone, "celsius": value})
@@ -231,6 +231,14 @@ _FEEL_HOT = (
     r"baking|hot in here|less hot|turn down the heat)\b"
 )
 _CLOSE = r"\b(?:close|closed|shut|up|raise|windy|draughty|drafty|cold air)\b"
+_OPEN = r"\b(?:open|opened|down|lower|crack|let)\b"
+
+
+def _opening(text: str) -> bool:
+    """A window or roof opens unless told to close: "open up the roof" opens, "put it back up" closes."""
+    return bool(re.search(_OPEN, text)) or not re.search(_CLOSE, text)
+
+
 _OFF = r"\b(?:off|disable|stop|deactivate|no more|too hot|too warm|enough|kill|cut)\b"
 _LESS = r"\b(?:down|lower|less|decrease|reduce|quieter|softer|slower|too loud|too strong|too much|too noisy)\b"
 _HOT = r"\b(?:hot|boiling|warm in here|sweating|stuffy|roasting|cooler|colder|cool|lower|down|reduce|less)\b"
@@ -244,7 +252,7 @@ def command_for(topic: str, raw: str, state: dict[str, Any]) -> Command | None:
     grammar reads them, defaults for the rest. None: a slot it cannot do without (a destination, a number)."""
     text = words_to_digits(normalise(raw))
     if topic in ("window", "sunroof"):
-        opening = not re.search(_CLOSE, text)
+        opening = _opening(text)
         if topic == "sunroof":
             return Command("set_sunroof", {"position": _amount(text, opening)})
         return Command("set_window", {"window": _window_group(text), "position": _amount(text, opening)})

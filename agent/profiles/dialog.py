@@ -105,6 +105,22 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 
 
 _INTENTS = frozenset(intent for intent, _ in _PATTERNS)
+# Words that belong to one intent, wherever they stand in a request (`IntentModel.guess`'s cues)
+CUES = {
+    "time": re.compile(r"\b(?:time|clock|o'clock|hour|late|early)\b"),
+    "date": re.compile(r"\b(?:date|day|today|month|year|weekday|weekend|calendar)\b"),
+    "see_me": re.compile(r"\b(?:see|camera|visible|picture|frame|shot|video|webcam|notice|spot)\b"),
+    "count": re.compile(r"\b(?:how many|count|number of|headcount|people|persons|faces)\b"),
+    "help": re.compile(r"\b(?:what can you|able to|help|yourself|your name|features|abilities|commands|skills)\b"),
+    "repeat_last": re.compile(r"\b(?:i said|i say|i told|my last|i just)\b"),
+    "repeat_after": re.compile(r"\b(?:repeat after|say after|echo|parrot|say the words?)\b"),
+}
+
+
+def cued(said: str, cues: dict[str, re.Pattern[str]]) -> list[str]:
+    return [intent for intent, words in cues.items() if words.search(said)]
+
+
 # What a request read by meaning asks, where its words say more than its nearest example: the model's
 # neighbours blur these pairs ("what day is it" is near "what time is it")
 _REFINE = [
@@ -145,8 +161,15 @@ class DefaultAssistant:
     )
 
     def __init__(self, model: IntentModel | None = None) -> None:
-        self.model = model or IntentModel.for_profile("default")
+        self._model = model
         self.asked: str | None = None  # the intent of a "Did you mean ...?" the user has not answered yet
+
+    @property
+    def model(self) -> IntentModel:
+        """Built at its first use (the process's first session, unless `policies.load_intent_models` ran)."""
+        if self._model is None:
+            self._model = IntentModel.for_profile("default")
+        return self._model
 
     def understands_exactly(self, text: str) -> bool:
         """Its grammar reads `text`."""
@@ -174,7 +197,7 @@ class DefaultAssistant:
             if m:
                 what = m.groupdict().get("what") or m.groupdict().get("after")
                 return Reply(self._answer(intent, what, ctx), intent)
-        guess = self.model.guess(said)
+        guess = self.model.guess(said, cued(said, CUES))
         if guess.intent not in _INTENTS:  # out of scope; or, in the car's model, a car topic it did not act on
             return Reply(self.OUT_OF_SCOPE, "unknown")
         intent = refine(guess.intent, said)

@@ -14,7 +14,7 @@ from typing import Any
 
 from agent.profiles.car import Car
 from agent.profiles.car_intents import Command, command_for, parse
-from agent.profiles.dialog import NO, YES, DefaultAssistant, DialogContext, Reply, normalise
+from agent.profiles.dialog import CUES, NO, YES, DefaultAssistant, DialogContext, Reply, cued, normalise
 from agent.profiles.understanding import NONE, IntentModel
 
 CAR_HELP = (
@@ -28,6 +28,25 @@ NOT_MINE = re.compile(
     r"blinkers?|cruise control|autopilot|self driving|massage|gears?|handbrake|parking brake|seat (?:forward|back|"
     r"position)|steering)\b"
 )
+CAR_CUES = CUES | {
+    "window": re.compile(r"\bwindows?\b"),
+    "sunroof": re.compile(r"\b(?:sun ?roof|moon ?roof|roof)\b"),
+    "seat_heat": re.compile(r"\bseats?\b"),
+    "temperature": re.compile(r"\b(?:temperature|degrees|thermostat|heating|heater|climate|hot|cold|warm|cool)\b"),
+    "fan": re.compile(r"\b(?:fan|blower|vents?|airflow)\b"),
+    "ac": re.compile(r"\b(?:ac|a c|aircon|air con|air conditioning|air conditioner)\b"),
+    "defrost": re.compile(
+        r"\b(?:defrost|defog|demist|fog|fogged|foggy|mist|misted|steam|steamed|windscreen|windshield)\b"
+    ),
+    "volume": re.compile(r"\b(?:volume|loud|louder|quiet|quieter|sound|hear)\b"),
+    "track": re.compile(r"\b(?:track|song|skip|previous|next)\b"),
+    "music": re.compile(r"\b(?:music|radio|playing|pause|tunes|playlist)\b"),
+    "navigate": re.compile(r"\b(?:navigate|navigation|directions|route|destination|take me|get me to|head to)\b"),
+    "cancel_navigation": re.compile(
+        r"\b(?:navigation|route|directions|guidance|destination)\b.*\b(?:stop|cancel|end|off|clear)\b|\b(?:stop|cancel|end|clear)\b.*\b(?:navigation|navigating|route|directions|guidance|destination)\b"
+    ),
+    "doors": re.compile(r"\b(?:lock|unlock|locks|locked|unlocked)\b"),
+}
 GENERAL = frozenset("time date repeat_after repeat_last see_me count help greet thanks bye".split())
 
 
@@ -93,7 +112,7 @@ class InCarAssistant:
             return None, "general", True  # the general assistant asks again
         if NOT_MINE.search(said):
             return None, NONE, True
-        guess = self.model.guess(said)
+        guess = self.model.guess(said, cued(said, CAR_CUES))
         if guess.intent == NONE or guess.intent in GENERAL or guess.intent == "stop":
             return None, guess.intent, guess.sure
         return command_for(guess.intent, text, state), guess.intent, guess.sure

@@ -1,24 +1,25 @@
 """What a request asks for, however it is said: nearest examples by meaning, and how sure that is.
 
 The grammars (`dialog.py`, `car_intents.py`) read the requests they know word for word, slots and all; a
-request they do not know ("How late is it?", "Warm up my seat.", "Let some fresh air in through the roof")
+request they do not know ("How late is it?", "It's stuffy in here", "Let some fresh air in through the roof")
 is compared here with examples of each intent (`exemplars/<profile>.tsv`), sentence against sentence. The
 sentences are WordLlama's static embeddings: the mean of each token's vector from a table distilled from
 Llama 2's, 256 numbers per token; its weights and tokenizer ship inside the `wordllama` wheel (MIT), so
-nothing is fetched, and a reply costs 0.1-0.6 ms of CPU (`benchmarks/understanding.py`). Mean-pooled
+nothing is fetched, and a reply costs 0.1-1.2 ms of CPU (`benchmarks/understanding.py`). Mean-pooled
 token vectors blur opposites ("open" / "close the window") and word order: the model places a request's
 topic, and the grammars say which way and keep the slots exact.
 
-A request is scored by its nearest examples of each intent. Nearest a "none" example (the weather, a joke:
+A request is scored by its nearest examples of each intent, and an intent whose own words it has (the
+policy's cues: "weekend", "air con") is a little nearer. Nearest a "none" example (the weather, a joke:
 no skill for it), or not near any: out of scope, said so. Near, but not near enough to act on: asked back
-("Did you mean ...?"). Both thresholds were set from the examples alone (each left out in turn against the
-rest: `sure` about the median score of those read right, `unsure` about the 90th percentile of "none"
-examples read as something else).
+("Did you mean ...?"). Both thresholds are read off the examples alone (`IntentModel.calibrate`), never
+off a benchmark's corpus.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -73,7 +74,9 @@ def read_examples(profile: str) -> list[tuple[str, str]]:
 
 
 class IntentModel:
-    def __init__(self, examples: list[tuple[str, str]], sure: float | None = None, unsure: float | None = None) -> None:
+    def __init__(
+        self, examples: list[tuple[str, str]], sure: float | None = None, unsure: float | None = None, cue: float = 0.08
+    ) -> None:
         """`sure`: a request this near an intent's examples is acted on; `unsure`: less near, nothing is (out of
         scope). Unset, both are read off the examples themselves (`calibrate`)."""
         self.intents = sorted({intent for intent, _ in examples})
@@ -81,6 +84,7 @@ class IntentModel:
         self.requests = [request for _, request in examples]
         self.vectors = embed(self.requests)
         self.sure, self.unsure = 0.45, 0.38  # what calibration gave on the first, smaller set of examples
+        self.cue = cue
         if sure is None or unsure is None:
             self.calibrate()
         self.sure = self.sure if sure is None else sure
@@ -128,10 +132,15 @@ class IntentModel:
             out[k] = (near[0] + near[1:].mean()) / 2 if near.size > 1 else near[0]
         return out
 
-    def guess(self, text: str) -> Guess:
+    def guess(self, text: str, cued: Iterable[str] = ()) -> Guess:
+        """`cued`: intents whose own words the request has ("degrees", "camera"): each is `cue` nearer. A word
+        says more than a mean of vectors in which a long preamble outweighs it."""
         if not text.strip():  # no words: no vector (WordLlama's would be 0 / 0)
             return Guess(NONE, 0.0, False)
         scores = self.scores(text)
+        for intent in cued:
+            if intent in self.intents:
+                scores[self.intents.index(intent)] += self.cue
         i = int(np.argmax(scores))
         intent, score = self.intents[i], float(scores[i])
         if intent == NONE or score < self.unsure:

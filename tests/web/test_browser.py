@@ -76,10 +76,6 @@ def browser(tmp_path: Path, said: str, noise_rms: float = 0.0):
             ctx.close()
 
 
-def final(msgs, role):
-    return next(m["text"] for m in msgs if m["type"] == "transcript" and m["role"] == role and m["final"])
-
-
 def test_page_talks_to_echo_agent(echo_url, tmp_path):
     with browser(tmp_path, "Hello there. This is a test of the echo agent.") as page:
         page.goto(echo_url + "?raw=1")
@@ -112,21 +108,29 @@ def test_page_gets_a_spoken_answer_from_the_default_engine(cascade_url, tmp_path
     with browser(tmp_path, "What time is it?") as page:
         page.goto(cascade_url)
         page.click("#connect")
+        # The fake microphone plays its file from getUserMedia on, before the connection is up: on a loaded
+        # machine the question's first words may go before there is a peer to hear them (CI once heard "I
+        # visit."). The file loops; the question is heard whole the next time round.
         page.wait_for_function(
-            "window.omni.messages.some(m => m.type === 'transcript' && m.role === 'assistant' && m.final)",
+            """(() => { const ms = window.omni.messages.filter(m => m.type === 'transcript' && m.final);
+                const i = ms.findIndex(m => m.role === 'user' && /time/i.test(m.text));
+                return i >= 0 && ms.slice(i).some(m => m.role === 'assistant'); })()""",
             timeout=60_000,
         )
         msgs = page.evaluate("window.omni.messages")
         assert next(m for m in msgs if m["type"] == "answer")["engine"] == "cascade"
-        user, reply = final(msgs, "user"), final(msgs, "assistant")
-        assert "time" in user.lower(), user
+        finals = [m for m in msgs if m["type"] == "transcript" and m["final"]]
+        asked = next(i for i, m in enumerate(finals) if m["role"] == "user" and "time" in m["text"].lower())
+        if asked:
+            print(f"heard before the question: {[m['text'] for m in finals[:asked]]}")
+        reply = next(m["text"] for m in finals[asked:] if m["role"] == "assistant")
         assert re.fullmatch(r"It's \d{1,2}:\d\d [AP]M\.", reply), reply
         # the answer is heard in the page, which measures its own voice-to-voice time
         page.wait_for_function("window.omni.remoteVoicedBlocks > 10 && window.omni.v2v.length > 0", timeout=30_000)
         v2v = page.evaluate("window.omni.v2v[0]")
         print(f"voice to voice measured in the page: {v2v:.0f} ms")
         assert 0 < v2v < 10_000  # measured, not judged: speed is for the benchmarks (README)
-        assert page.locator("#transcript li.assistant").first.inner_text() == reply
+        assert reply in page.locator("#transcript li.assistant").all_inner_texts()
         Path("results").mkdir(exist_ok=True)
         page.screenshot(path="results/page-cascade.png", full_page=True)
 

@@ -46,7 +46,7 @@ from agent.engines.cascade.vision import FaceWatch
 from agent.engines.outbox import Outbox
 from agent.profiles import Profile
 from agent.profiles.dialog import DefaultAssistant, DialogContext, DialogPolicy, Reply, Seen
-from agent.profiles.policies import make_policy
+from agent.profiles.policies import load_intent_models, make_policy
 from agent.profiles.prompts import language
 from agent.profiles.translate import close_all, voice
 from agent.profiles.turn_words import Words, WordsVerdict, judge_words
@@ -132,6 +132,7 @@ class CascadeEngine:
         self.words = WordsConfig.from_option(turn_words)
         self.chat = ChatModel(llm) if llm is not None and llm.url else None
         self.models = models or load_models(recognizer=recognizer)
+        load_intent_models()
         self.turn_model = load_smart_turn() if self.smart_turn.enabled else None
         self.end_silence_ms = end_silence_ms
         self.pause_ms = pause_ms

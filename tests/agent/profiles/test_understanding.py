@@ -126,3 +126,32 @@ def test_nothing_heard_is_asked_again():
     for assistant in (DefaultAssistant(), InCarAssistant()):
         assert assistant.reply(" ... ", CTX).intent == "empty"
     assert IntentModel.for_profile("default").guess("").intent == NONE
+
+
+def test_an_intents_own_words_count_wherever_they_stand():
+    """A long preamble outweighs the words that carry a request in a mean of vectors: the cue words decide."""
+    from agent.profiles.dialog import CUES, cued
+    from agent.profiles.in_car import CAR_CUES
+
+    said = normalise("I keep forgetting, is it the weekend already or not?")
+    model = IntentModel.for_profile("default")
+    assert model.guess(said).intent == NONE and model.guess(said, cued(said, CUES)).intent == "date"
+    said = normalise("My wife says the air con should be off now")
+    car = IntentModel.for_profile("car")
+    assert not car.guess(said).sure and car.guess(said, cued(said, CAR_CUES)).sure
+    reply = InCarAssistant().reply(said, CTX)
+    assert reply.tool_calls[0]["name"] == "set_ac" and reply.tool_calls[0]["arguments"] == {"on": False}
+
+
+@pytest.mark.parametrize(
+    "said,arguments",
+    [
+        ("I'd like some sun, open up the roof panel.", {"position": 100}),
+        ("Slide the sunroof shut.", {"position": 0}),
+        ("Put my window back up.", {"window": "driver", "position": 0}),
+        ("Let the window down halfway.", {"window": "driver", "position": 50}),
+    ],
+)
+def test_which_way_a_window_or_the_roof_goes(said, arguments):
+    reply = InCarAssistant().reply(said, CTX)
+    assert reply.tool_calls[0]["arguments"] == arguments

@@ -43,7 +43,8 @@ CAR_CUES = CUES | {
     "music": re.compile(r"\b(?:music|radio|playing|pause|tunes|playlist)\b"),
     "navigate": re.compile(r"\b(?:navigate|navigation|directions|route|destination|take me|get me to|head to)\b"),
     "cancel_navigation": re.compile(
-        r"\b(?:navigation|route|directions|guidance|destination)\b.*\b(?:stop|cancel|end|off|clear)\b|\b(?:stop|cancel|end|clear)\b.*\b(?:navigation|navigating|route|directions|guidance|destination)\b"
+        r"\b(?:navigation|route|directions|guidance|destination)\b.*\b(?:stop|cancel|end|off|clear)\b|"
+        r"\b(?:stop|cancel|end|clear)\b.*\b(?:navigation|navigating|route|directions|guidance|destination)\b"
     ),
     "doors": re.compile(r"\b(?:lock|unlock|locks|locked|unlocked)\b"),
 }

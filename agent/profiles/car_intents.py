@@ -139,17 +139,9 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
         opening = _opening(text)
         return Command("set_window", {"window": _window_group(text), "position": _amount(text, opening)})
     # climate
-    zone = (
-        "driver"
-        if re.search(r"\b(?:driver'?s?|my side)\b", text)
-        else ("passenger" if re.search(r"\bpassenger'?s?\b", text) else "all")
-    )
+    zone = _zone(text)
     if re.search(_SEAT_HEAT, text):
-        seat = "passenger" if re.search(r"\bpassenger", text) else "driver"
-        if m := re.search(r"\b(?:rear|back) (left|right)\b", text):
-            seat = f"rear_{m.group(1)}"
-        elif re.search(r"\b(?:third|middle|fifth) seat\b", text):
-            seat = "middle"
+        seat = _seat(text)
         on = False if re.search(r"\b(?:kill|cut|too hot)\b", text) else _on_off(text)
         level = _number(text, r"\b(?:level|to)")
         if level is None:
@@ -234,6 +226,20 @@ _CLOSE = r"\b(?:close|closed|shut|up|raise|windy|draughty|drafty|cold air)\b"
 _OPEN = r"\b(?:open|opened|down|lower|crack|let)\b"
 
 
+def _zone(text: str) -> str:
+    if re.search(r"\b(?:driver'?s?|my side)\b", text):
+        return "driver"
+    return "passenger" if re.search(r"\bpassenger'?s?\b", text) else "all"
+
+
+def _seat(text: str) -> str:
+    if m := re.search(r"\b(?:rear|back) (left|right)\b", text):
+        return f"rear_{m.group(1)}"
+    if re.search(r"\b(?:third|middle|fifth) seat\b", text):
+        return "middle"
+    return "passenger" if re.search(r"\bpassenger", text) else "driver"
+
+
 def _opening(text: str) -> bool:
     """A window or roof opens unless told to close: "open up the roof" opens, "put it back up" closes."""
     return bool(re.search(_OPEN, text)) or not re.search(_CLOSE, text)
@@ -257,14 +263,10 @@ def command_for(topic: str, raw: str, state: dict[str, Any]) -> Command | None:
             return Command("set_sunroof", {"position": _amount(text, opening)})
         return Command("set_window", {"window": _window_group(text), "position": _amount(text, opening)})
     if topic == "seat_heat":
-        seat = "passenger" if re.search(r"\bpassenger", text) else "driver"
-        if m := re.search(r"\b(?:rear|back) (left|right)\b", text):
-            seat = f"rear_{m.group(1)}"
         level = next((v for w, v in _HEAT_LEVELS.items() if re.search(rf"\b{w}\b", text)), 2)
-        return Command("set_seat_heating", {"seat": seat, "level": 0 if re.search(_OFF, text) else level})
+        return Command("set_seat_heating", {"seat": _seat(text), "level": 0 if re.search(_OFF, text) else level})
     if topic == "temperature":
-        zone = "driver" if re.search(r"\b(?:driver'?s?|my side)\b", text) else "all"
-        zone = "passenger" if re.search(r"\bpassenger'?s?\b", text) else zone
+        zone = _zone(text)
         by = _number(text, r"\bby") or (2 if re.search(r"\bcouple\b", text) else None)
         value = _number(text)
         if value is not None and by is None and not re.search(r"\bdegrees? (?:warmer|cooler|colder|hotter)\b", text):

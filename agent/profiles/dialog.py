@@ -104,7 +104,7 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 ]
 
 
-_INTENTS = frozenset(intent for intent, _ in _PATTERNS)
+INTENTS = frozenset(intent for intent, _ in _PATTERNS)  # what the default assistant can answer
 # Words that belong to one intent, wherever they stand in a request (`IntentModel.guess`'s cues)
 CUES = {
     "time": re.compile(r"\b(?:time|clock|o'clock|hour|late|early)\b"),
@@ -132,6 +132,15 @@ _REFINE = [
 # A short answer to "Did you mean ...?"
 YES = re.compile(r"^(?:yes|yeah|yep|yup|sure|please|correct|right|exactly|ok|okay|do it|go ahead|that's right)\b")
 NO = re.compile(r"^(?:no|nope|nah|not|wrong|never ?mind|cancel)\b")
+
+
+def answer(said: str) -> bool | None:
+    """`said` (normalised) as an answer to "Did you mean ...?": yes, a short no, or None: something else."""
+    if YES.search(said):
+        return True
+    return False if NO.search(said) and len(said.split()) <= 3 else None
+
+
 _ASK = {
     "time": "the time",
     "date": "today's date",
@@ -152,6 +161,9 @@ def refine(intent: str, said: str) -> str:
         if intent in over and words.search(said):
             return better
     return intent
+
+
+DECLINED = Reply("Okay. What would you like?", "declined")
 
 
 class DefaultAssistant:
@@ -181,24 +193,22 @@ class DefaultAssistant:
         reads it, or it answers a question asked back. A reading by meaning does not end a turn sooner: a near
         example is no proof that the user has finished ("could you make it a bit ...")."""
         said = normalise(text)
-        return self.understands_exactly(said) or (self.asked is not None and bool(YES.search(said) or NO.search(said)))
+        return self.understands_exactly(said) or (self.asked is not None and answer(said) is not None)
 
     def reply(self, text: str, ctx: DialogContext) -> Reply:
         said = normalise(text)
         if not said:
             return Reply("Sorry, I didn't catch that. Could you say it again?", "empty")
         asked, self.asked = self.asked, None
-        if asked is not None and YES.search(said):
-            return Reply(self._answer(asked, None, ctx), asked)
-        if asked is not None and NO.search(said) and len(said.split()) <= 3:
-            return Reply("Okay. What would you like?", "declined")
+        if asked is not None and (yes := answer(said)) is not None:
+            return Reply(self._answer(asked, None, ctx), asked) if yes else DECLINED
         for intent, pattern in _PATTERNS:
             m = pattern.search(said)
             if m:
                 what = m.groupdict().get("what") or m.groupdict().get("after")
                 return Reply(self._answer(intent, what, ctx), intent)
         guess = self.model.guess(said, cued(said, CUES))
-        if guess.intent not in _INTENTS:  # out of scope; or, in the car's model, a car topic it did not act on
+        if guess.intent not in INTENTS:  # out of scope; or, in the car's model, a car topic it did not act on
             return Reply(self.OUT_OF_SCOPE, "unknown")
         intent = refine(guess.intent, said)
         if guess.sure or intent not in _ASK:

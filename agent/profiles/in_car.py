@@ -14,7 +14,17 @@ from typing import Any
 
 from agent.profiles.car import Car
 from agent.profiles.car_intents import Command, command_for, parse
-from agent.profiles.dialog import CUES, NO, YES, DefaultAssistant, DialogContext, Reply, cued, normalise
+from agent.profiles.dialog import (
+    CUES,
+    DECLINED,
+    INTENTS,
+    DefaultAssistant,
+    DialogContext,
+    Reply,
+    answer,
+    cued,
+    normalise,
+)
 from agent.profiles.understanding import NONE, IntentModel
 
 CAR_HELP = (
@@ -48,7 +58,6 @@ CAR_CUES = CUES | {
     ),
     "doors": re.compile(r"\b(?:lock|unlock|locks|locked|unlocked)\b"),
 }
-GENERAL = frozenset("time date repeat_after repeat_last see_me count help greet thanks bye".split())
 
 
 def describe(command: Command) -> str:
@@ -114,7 +123,7 @@ class InCarAssistant:
         if NOT_MINE.search(said):
             return None, NONE, True
         guess = self.model.guess(said, cued(said, CAR_CUES))
-        if guess.intent == NONE or guess.intent in GENERAL or guess.intent == "stop":
+        if guess.intent == NONE or guess.intent in INTENTS:
             return None, guess.intent, guess.sure
         return command_for(guess.intent, text, state), guess.intent, guess.sure
 
@@ -122,16 +131,14 @@ class InCarAssistant:
         """A command the grammar reads with all it needs, or something the general assistant answers (no side
         effects; see `DefaultAssistant.understands`)."""
         said = normalise(text)
-        answer = self.asked is not None and bool(YES.search(said) or NO.search(said))
-        return answer or parse(text, self.car.state.snapshot()) is not None or self._general.understands(text)
+        answering = self.asked is not None and answer(said) is not None
+        return answering or parse(text, self.car.state.snapshot()) is not None or self._general.understands(text)
 
     def reply(self, text: str, ctx: DialogContext) -> Reply:
         said = normalise(text)
         asked, self.asked = self.asked, None
-        if asked is not None and YES.search(said):
-            return self._act(asked)
-        if asked is not None and NO.search(said) and len(said.split()) <= 3:
-            return Reply("Okay. What would you like?", "declined")
+        if asked is not None and (yes := answer(said)) is not None:
+            return self._act(asked) if yes else DECLINED
         command, intent, sure = self.understand(text)
         if command is not None and sure:
             return self._act(command)
@@ -140,7 +147,7 @@ class InCarAssistant:
             return Reply(f"Did you mean: {describe(command)}?", "ask")
         if intent == NONE:
             return Reply(self.OUT_OF_SCOPE, "unknown")
-        if intent not in ("grammar", "general", "stop") and intent not in GENERAL:  # a car topic, a slot missing
+        if intent not in ("grammar", "general") and intent not in INTENTS:  # a car topic, a slot missing
             if intent == "navigate":
                 return Reply("Where would you like to go?", "ask")
             return Reply("Which way? For example: make it warmer, or set it to 21 degrees.", "ask")

@@ -83,17 +83,17 @@ class IntentModel:
         self.labels = np.array([self.intents.index(intent) for intent, _ in examples])
         self.requests = [request for _, request in examples]
         self.vectors = embed(self.requests)
-        self.sure, self.unsure = 0.45, 0.38  # what calibration gave on the first, smaller set of examples
+        self._members = [np.flatnonzero(self.labels == k) for k in range(len(self.intents))]
         self.cue = cue
-        if sure is None or unsure is None:
-            self.calibrate()
-        self.sure = self.sure if sure is None else sure
-        self.unsure = self.unsure if unsure is None else unsure
+        calibrated = self.calibrate() if sure is None or unsure is None else (0.0, 0.0)
+        self.sure = calibrated[0] if sure is None else sure
+        self.unsure = calibrated[1] if unsure is None else unsure
 
-    def calibrate(self) -> None:
+    def calibrate(self) -> tuple[float, float]:
         """Each example left out in turn and read against the rest: `sure` is the score that three in four of
         those read right reach; `unsure`, the score that three in four of the "none" examples read as
-        something else stay under. Set from the examples alone, never from a benchmark's corpus."""
+        something else stay under. Set from the examples alone, never from a benchmark's corpus. Too few
+        examples to read them off: what calibration gave on the first, smaller set (0.45, 0.38)."""
         right, stray = [], []
         for k in range(len(self.requests)):
             scores = self._scores(self.vectors @ self.vectors[k], leave_out=k)
@@ -103,10 +103,9 @@ class IntentModel:
                 right.append(scores[i])
             elif truth == NONE and self.intents[i] != NONE:
                 stray.append(scores[i])
-        if len(right) >= 8:
-            self.sure = float(np.percentile(right, 25))
-        if len(stray) >= 8:
-            self.unsure = min(float(np.percentile(stray, 75)), self.sure)
+        sure = float(np.percentile(right, 25)) if len(right) >= 8 else 0.45
+        unsure = min(float(np.percentile(stray, 75)), sure) if len(stray) >= 8 else min(0.38, sure)
+        return sure, unsure
 
     @classmethod
     def for_profile(cls, profile: str) -> IntentModel:
@@ -127,8 +126,8 @@ class IntentModel:
         if leave_out is not None:
             sims[leave_out] = -1.0
         out = np.full(len(self.intents), -1.0, np.float32)
-        for k in range(len(self.intents)):
-            near = np.sort(sims[self.labels == k])[::-1][:3]
+        for k, members in enumerate(self._members):
+            near = np.sort(sims[members])[::-1][:3]
             out[k] = (near[0] + near[1:].mean()) / 2 if near.size > 1 else near[0]
         return out
 

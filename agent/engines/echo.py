@@ -113,7 +113,7 @@ class EchoSession:
         return self.outbox.__aiter__()
 
     def counters(self) -> dict[str, float]:
-        return {}
+        return self.outbox.counters()
 
     async def close(self) -> None:
         self.outbox.close()

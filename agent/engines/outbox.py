@@ -2,8 +2,10 @@
 
 Engines put events from anywhere on the loop; the session pulls them with
 `async for`. Speech is pulled at playback pace, so a reply may sit here; the
-queue is bounded and, when full, the oldest speech frame goes (counted)
-rather than memory growing.
+queue is bounded and, when full, the oldest speech frame goes rather than
+memory growing; with no speech queued, the oldest text or transcript goes. A
+turn's end is never dropped: the session would wait for it. Both drops are
+counted and reach `/metrics` through the engine's counters.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ class Outbox:
     def __init__(self, capacity: int = 512) -> None:
         self.capacity = capacity
         self.dropped_frames = 0
+        self.dropped_events = 0
         self._items: deque[EngineEvent] = deque()
         self._ready = asyncio.Event()
         self._closed = False
@@ -30,15 +33,22 @@ class Outbox:
         if self._closed:
             return
         if len(self._items) >= self.capacity:
-            for i, old in enumerate(self._items):
-                if isinstance(old, SpeechFrame):
-                    del self._items[i]
-                    self.dropped_frames += 1
-                    break
-            else:
-                self._items.popleft()
+            self._make_room()
         self._items.append(event)
         self._ready.set()
+
+    def _make_room(self) -> None:
+        victim = next((i for i, e in enumerate(self._items) if isinstance(e, SpeechFrame)), None)
+        if victim is not None:
+            self.dropped_frames += 1
+        else:
+            victim = next((i for i, e in enumerate(self._items) if not isinstance(e, TurnEnd)), 0)
+            self.dropped_events += 1
+        del self._items[victim]
+
+    def counters(self) -> dict[str, float]:
+        """What was dropped for room, for the engine's `counters()`."""
+        return {"outbox_dropped_frames": self.dropped_frames, "outbox_dropped_events": self.dropped_events}
 
     def cancel_reply(self) -> int:
         """Drop the queued assistant output (barge-in); keeps user transcripts."""

@@ -423,6 +423,7 @@ class RealtimeClientSession:
         return {
             "realtime_dropped_appends": self.dropped_appends,
             "realtime_unknown_events": sum(self.unknown_events.values()),
+            **self.outbox.counters(),
         }
 
     async def close(self) -> None:

@@ -19,8 +19,21 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-# gauges whose meaning across workers is the worst one, not the total
+# How one series of several workers becomes one: a total by default (counters, histograms, and gauges that count
+# things now, as prometheus-client's multiprocess "livesum"); the worst for these gauges; the mean for those that
+# are a level or a ratio; the earliest for a `_created` stamp.
 MAX_GAUGES = {"omni_overload_level", "process_max_fds", "process_start_time_seconds"}
+MEAN_GAUGES = {"omni_echo_reduction_db", "omni_echo_delay_ms"}
+
+
+def _merge(family: str, sample: str, values: list[float]) -> float:
+    if sample.endswith("_created"):
+        return min(values)
+    if family in MAX_GAUGES:
+        return max(values)
+    if family in MEAN_GAUGES:
+        return sum(values) / len(values)
+    return sum(values)
 
 
 def free_port(host: str) -> int:
@@ -36,43 +49,34 @@ def write_metrics(folder: str, text: bytes) -> None:
     tmp.replace(path)  # atomic: a reader never sees half a file
 
 
+def _escaped(label: str) -> str:
+    return label.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
 def merged_metrics(folder: str, own: bytes, fresh_s: float = 5.0) -> bytes:
-    """Sum of every live worker's metrics (this one's `own` included, always fresh)."""
+    """Every live worker's metrics as one (this one's `own` included, always fresh)."""
     texts = [own.decode()]
     now = time.time()
     for f in Path(folder).glob("worker-*.prom"):
         if f.name == f"worker-{os.getpid()}.prom" or now - f.stat().st_mtime > fresh_s:
             continue
         texts.append(f.read_text())
-    types: dict[str, str] = {}
-    helps: dict[str, str] = {}
-    values: dict[tuple[str, str, tuple[tuple[str, str], ...]], float] = defaultdict(float)
-    order: list[tuple[str, str, tuple[tuple[str, str], ...]]] = []
+    kinds: dict[str, tuple[str, str]] = {}  # family: (type, help)
+    values: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], list[float]]] = defaultdict(
+        lambda: defaultdict(list)
+    )  # family: (sample, labels): one value per worker; grouped so a family's samples stay together
     for text in texts:
         for family in text_string_to_metric_families(text):
-            types[family.name], helps[family.name] = family.type, family.documentation
+            kinds[family.name] = ({"unknown": "untyped"}.get(family.type, family.type), family.documentation)
             for s in family.samples:
-                key = (family.name, s.name, tuple(sorted(s.labels.items())))
-                if key not in values:
-                    order.append(key)
-                    values[key] = s.value
-                elif s.name in MAX_GAUGES or family.name in MAX_GAUGES:
-                    values[key] = max(values[key], s.value)
-                else:
-                    values[key] += s.value
+                values[family.name][(s.name, tuple(sorted(s.labels.items())))].append(s.value)
     lines: list[str] = []
-    done: set[str] = set()
-    for family, name, labels in order:
-        if family not in done:
-            done.add(family)
-            kind = {"unknown": "untyped"}.get(types[family], types[family])
-            lines += [f"# HELP {family} {helps[family]}", f"# TYPE {family} {kind}"]
-        label_text = ",".join(f'{k}="{v}"' for k, v in labels)
-        lines.append(
-            f"{name}{{{label_text}}} {values[(family, name, labels)]!r}"
-            if labels
-            else f"{name} {values[(family, name, labels)]!r}"
-        )
+    for family, samples in values.items():
+        kind, help_text = kinds[family]
+        lines += [f"# HELP {family} {help_text}", f"# TYPE {family} {kind}"]
+        for (name, labels), seen in samples.items():
+            label_text = "{" + ",".join(f'{k}="{_escaped(v)}"' for k, v in labels) + "}" if labels else ""
+            lines.append(f"{name}{label_text} {_merge(family, name, seen)!r}")
     lines.append(
         f"# HELP omni_workers Server processes reporting\n# TYPE omni_workers gauge\nomni_workers {len(texts)}"
     )

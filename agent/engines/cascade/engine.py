@@ -286,8 +286,8 @@ class CascadeSession:
         return self.outbox.__aiter__()
 
     def counters(self) -> dict[str, float]:
-        """The end-of-turn verdicts, by reason (`end_of_turn.REASONS`)."""
-        return {f"end_of_turn_{k}": v for k, v in self.verdicts.items()}
+        """The end-of-turn verdicts, by reason (`end_of_turn.REASONS`), and the outbox's drops."""
+        return {f"end_of_turn_{k}": v for k, v in self.verdicts.items()} | self.outbox.counters()
 
     async def close(self) -> None:
         self._drop_speculation()

@@ -259,7 +259,7 @@ class QwenOmniSession:
         return self.outbox.__aiter__()
 
     def counters(self) -> dict[str, float]:
-        return {}
+        return self.outbox.counters()
 
     async def close(self) -> None:
         self.engine.forget(self.key)

@@ -47,6 +47,9 @@ async def test_metrics_move_with_a_real_session():
     assert transport["audio_late_packets"] == transport["audio_undecodable_packets"] == 0
     assert transport["srtp_undecryptable_packets"] == transport["video_frames_shed"] == 0
     assert transport["video_undecodable_frames"] == 0 and transport["video_frames_decoded"] > 0
+    # what the engine's outbox dropped for room is shown too (nothing here: the reply is pulled as it comes)
+    engine = {k[1][0][1]: v for k, v in during.items() if k[0] == "omni_engine_events_total"}
+    assert engine == {"outbox_dropped_frames": 0, "outbox_dropped_events": 0}
     # the camera is decoded in a process of its own, whose CPU is shown beside the server's
     assert during[("omni_video_decoding_process_cpu_seconds_total", ())] > 0
     assert during[("omni_output_samples_dropped_total", (("why", "silence_trimmed"),))] == 0  # turn mode: not live

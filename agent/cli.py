@@ -130,9 +130,13 @@ def _without(argv: list[str], *options: str) -> list[str]:
 
 async def serve(cfg: Config) -> None:
     from agent.server import AgentServer
+    from agent.server.process import tune_for_real_time
+    from agent.transport.ice import set_host_addresses
 
+    set_host_addresses(cfg.ice.host_addresses)  # process-wide, as aioice's own gathering is
     server = AgentServer(cfg)
     await server.start()
+    tune_for_real_time()
     mode = f" ({cfg.engine.mode})" if cfg.engine.name == "echo" else ""
     print(f"omni-agent: engine {cfg.engine.name}{mode}, profile {cfg.profile}", flush=True)
     print(f"omni-agent: open {server.url} in a browser (Ctrl-C to stop)", flush=True)

@@ -1,7 +1,8 @@
 """aiortc adapters on the receiving side: the inbound drains, the audio decoded on the loop, video decoding and
 bandwidth estimates tuned.
 
-Thin asyncio edges around the sans-I/O framer and aligner.
+Thin asyncio edges: what they hand on (decoded audio, frames to decode) goes to the pump, which owns the
+aligner and the framer.
 """
 
 from __future__ import annotations

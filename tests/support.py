@@ -30,6 +30,7 @@ from agent.config import Config
 from agent.engines.base import SpeechFrame
 from agent.engines.echo import EchoEngine
 from agent.server import AgentServer
+from agent.server.process import tune_for_real_time
 from media.pcm import StreamResampler
 
 # ---------------------------------------------------------------- servers and clients
@@ -52,6 +53,7 @@ def make_config(engine: str = "echo", mode: str = "stream", **server: Any) -> Co
 async def running(cfg: Config, engine: Any = None):
     server = AgentServer(cfg, engine=engine)
     await server.start()
+    tune_for_real_time()  # as the CLI's serve does (the host addresses: conftest.py)
     try:
         yield server
     finally:

@@ -43,6 +43,7 @@ from media.clock import INPUT_RATE, OUTPUT_RATE, OUTPUT_SAMPLES_PER_FRAME
 from media.endpoint import EndpointConfig, EndpointEvent
 from media.pcm import StreamResampler
 from media.turn_taking import TurnTaking
+from media.vad import SileroDetector
 
 log = logging.getLogger(__name__)
 RATE = rt.RATE
@@ -89,8 +90,6 @@ class RealtimeEngine:
             if self.detector is not None:
                 detector = self.detector()
             else:
-                from agent.engines.cascade.models import SileroDetector
-
                 detector = await asyncio.get_running_loop().run_in_executor(None, SileroDetector)
         end_silence = int(opts.get("end_silence_ms", profile.end_silence_ms or self.end_silence_ms))
         session = RealtimeClientSession(self, profile, opts, detector, end_silence)

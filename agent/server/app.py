@@ -9,11 +9,9 @@ shutdown and the overload policy reach every session whichever way it came.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 import secrets
-import sys
 import time
 from typing import Any
 
@@ -31,7 +29,6 @@ from agent.server.metrics import ServerMetrics
 from agent.server.overload import Level, OverloadPolicy
 from agent.server.workers import merged_metrics, write_metrics
 from agent.transport.connection import Connection, Refused
-from agent.transport.ice import set_host_addresses
 from agent.transport.realtime import RealtimeConnection
 from agent.transport.signalling import SignallingConnection
 from media.echo_cancel import load_audio_processing
@@ -55,7 +52,6 @@ class AgentServer:
         self._monitor: asyncio.Task[None] | None = None
         self.metrics = ServerMetrics(lambda: [c.pump for c in self.sessions.values() if c.pump is not None])
         self.overload = OverloadPolicy(config.overload)
-        set_host_addresses(config.ice.host_addresses)
         token = config.server.token or os.environ.get("OMNI_AGENT_TOKEN", "")
         self.admission = Admission(config.server, token)
         self.ssl = ssl_context(config.server.cert, config.server.key) if config.server.cert else None
@@ -71,20 +67,11 @@ class AgentServer:
         return sum(1 for c in self.sessions.values() if c.protocol == "realtime")
 
     async def start(self) -> None:
-        # Engines compute in threads that share the GIL with this loop, which paces a packet every 20 ms per
-        # session; with the default 5 ms switch interval a busy model thread held the loop back long enough to
-        # leave gaps in the audio (Qwen3-Omni bench: continuity 0.947 -> 1.000, p50 756 -> 645 ms).
-        sys.setswitchinterval(min(sys.getswitchinterval(), 0.001))
         if self.config.media.echo_cancellation != "off":
             try:  # 0.2 s to import: on the loop at a session's first reply it was a gap in every session's audio
                 load_audio_processing()
             except Exception as exc:  # each session then says so and goes on without it
                 log.error("the echo canceller's library did not load: %r", exc)
-        # The engine's models and libraries are loaded by now: with torch and transformers a full garbage
-        # collection walks ~400k objects in ~220 ms, a stall in every session's audio. Collect once, then keep
-        # those objects out of later collections.
-        gc.collect()
-        gc.freeze()
         shared_process().start()  # the camera decoders' process, before the first session needs it
         self._server = await serve(
             self._handle,

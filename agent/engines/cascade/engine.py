@@ -40,7 +40,7 @@ from agent.config import LlmConfig
 from agent.engines.base import EngineEvent, Error, SpeechFrame, TextDelta, ToolCall, TranscriptDelta, TurnEnd
 from agent.engines.cascade.end_of_turn import REASONS, WordsConfig, decide
 from agent.engines.cascade.llm import APOLOGY, ChatModel, LlmDialog, LlmError, ToolRun
-from agent.engines.cascade.models import SileroDetector, SpeechModels, load_models
+from agent.engines.cascade.models import SpeechModels, load_models
 from agent.engines.cascade.smart_turn import SmartTurnConfig, load_smart_turn
 from agent.engines.cascade.vision import FaceWatch
 from agent.engines.outbox import Outbox
@@ -55,6 +55,7 @@ from media.clock import INPUT_SAMPLES_PER_TICK, OUTPUT_SAMPLES_PER_FRAME, TICK_M
 from media.endpoint import EndpointConfig, EndpointEvent
 from media.priority import lower_thread
 from media.turn_taking import InterruptionConfig, TurnTaking
+from media.vad import SileroDetector
 
 log = logging.getLogger(__name__)
 

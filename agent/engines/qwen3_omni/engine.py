@@ -45,6 +45,7 @@ from agent.profiles import Profile
 from media.aligner import AlignedChunk
 from media.endpoint import EndpointConfig, EndpointEvent
 from media.turn_taking import InterruptionConfig, TurnTaking
+from media.vad import SileroDetector
 
 log = logging.getLogger(__name__)
 
@@ -137,8 +138,6 @@ class QwenOmniEngine:
         if self.detector is not None:
             detector = self.detector()
         else:
-            from agent.engines.cascade.models import SileroDetector
-
             detector = await asyncio.get_running_loop().run_in_executor(None, SileroDetector)
         opts = options or {}
         end_silence = int(opts.get("end_silence_ms", profile.end_silence_ms or self.end_silence_ms))

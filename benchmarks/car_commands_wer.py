@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from agent.machine import machine
+from benchmarks.harness import espeak_rendering, to_16k, wer, with_noise
 from media.echo_cancel import EchoCanceller
-from tests.support import espeak_rendering, to_16k, wer, with_noise
 
 COMMANDS = [
     "Open the front window.",

@@ -35,7 +35,7 @@ import numpy as np
 from agent.bench import spawn_server
 from agent.client import RATE, AgentClient, RoomEcho
 from agent.machine import machine
-from tests.support import cough, espeak_rendering, room_impulse, scrape_metrics, wait_until
+from benchmarks.harness import cough, espeak_rendering, room_impulse, scrape_metrics, wait_until
 
 VOICES = [("en-us", 160), ("en-gb", 150), ("en-us+f3", 175), ("en-us+m3", 185), ("en-gb-x-rp", 165)]
 ECHOED = [  # what is asked: replies from one second (the time) to nine (what it can do)

@@ -21,8 +21,8 @@ import numpy as np
 
 from agent.client import RATE, AgentClient
 from agent.transport.ice import set_host_addresses
+from benchmarks.harness import read_wav, speech_wav
 from benchmarks.voice_to_voice import start_server
-from tests.support import read_wav, speech_wav
 
 COMMANDS = [
     "Open the front window.",

@@ -1,6 +1,6 @@
 """Benchmark: what the `realtime` engine's hop costs, per server dialect.
 
-A scripted far server of each dialect (tests/support.py `ScriptedRealtime`, answering the moment a turn
+A scripted far server of each dialect (benchmarks/harness.py `ScriptedRealtime`, answering the moment a turn
 is committed) behind our server's `realtime` engine, and an aiortc client speaking espeak-ng questions
 over WebRTC, all on 127.0.0.1 in this one process. Per turn: the server's `first_audio_ms` (from the end
 of the user's turn to our first speech frame: the commit going out, the far server's first audio coming
@@ -23,7 +23,7 @@ from websockets.asyncio.server import serve
 from agent.client import AgentClient
 from agent.machine import machine
 from agent.transport.ice import set_host_addresses
-from tests.support import ScriptedRealtime, make_config, media_flowing, quiet_again, running, spoken, ws_url
+from benchmarks.harness import ScriptedRealtime, make_config, media_flowing, quiet_again, running, spoken, ws_url
 
 QUESTIONS = ["What time is it?", "What can you do?", "Hello there.", "Can you see me?"]
 

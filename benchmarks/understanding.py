@@ -125,8 +125,8 @@ def typed(profile: str, corpus: str) -> tuple[dict, list[float]]:
 def spoken(profile: str, corpus: str, snr_db: float | None) -> dict:
     from agent.engines.cascade.models import moonshine_recognizer
     from benchmarks.corpus import _hibari, road_noise
+    from benchmarks.harness import espeak_rendering
     from media.pcm import StreamResampler
-    from tests.support import espeak_rendering
 
     recognizer = moonshine_recognizer(False)
     hibari = _hibari()

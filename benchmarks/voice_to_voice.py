@@ -46,7 +46,7 @@ from agent.machine import machine
 from agent.transport.ice import set_host_addresses
 from benchmarks import corpus
 from benchmarks.car_commands_wer import spell_numbers
-from tests.support import CHROMIUM, ChatServer, chromium_flags, wait_until, wer, write_wav
+from benchmarks.harness import CHROMIUM, ChatServer, chromium_flags, wait_until, wer, write_wav
 
 ANSWER = ["All right, ", "here is a short answer. ", "It has a second sentence."]  # starts loud, like most replies
 NOISE_SEEDS = {"default": 11, "in_car": 12}  # every run hears the same noise

@@ -138,3 +138,12 @@ def test_the_checks_catch_what_they_are_for():
         "media.aligner (media) imports agent.config (agent.config/agent.wire)",
     ]
     assert cycles(graph) == [["agent.engines.cascade.engine", "agent.profiles.in_car"]]
+
+
+def test_benchmarks_never_import_the_tests():
+    """What a benchmark shares with the tests lives in `benchmarks/harness.py` (or the package)."""
+    for path in (ROOT / "benchmarks").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            assert not any(n == "tests" or n.startswith("tests.") for n in names), path

@@ -25,9 +25,9 @@ from agent.replay import (
     encode_opus,
     silence_packet,
 )
+from benchmarks.harness import make_config, running, wait_until, ws_url
 from media.opus import SpeechEncoder
 from media.rtp import NTP_UNIX_OFFSET
-from tests.support import make_config, running, wait_until, ws_url
 
 
 def decode_opus(packets: list[bytes]) -> np.ndarray:

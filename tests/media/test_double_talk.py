@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from benchmarks.harness import espeak_rendering, room_impulse
 from media.clock import INPUT_SAMPLES_PER_TICK as TICK
 from media.double_talk import DoubleTalk, DoubleTalkConfig
 from media.echo_cancel import EchoCanceller, EchoConfig
 from media.pcm import StreamResampler
 from media.vad import SileroDetector
-from tests.support import espeak_rendering, room_impulse
 
 PULL = 480  # 20 ms at 24 kHz: a frame as the framer hands it out
 REPLY = [

@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from benchmarks.harness import espeak_rendering, pink_noise
 from media.echo_cancel import EchoCanceller
 from media.pcm import StreamResampler
-from tests.support import espeak_rendering, pink_noise
 
 TICK = 1280  # 80 ms at 16 kHz
 PULL = 480  # 20 ms at 24 kHz

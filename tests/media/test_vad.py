@@ -2,8 +2,8 @@
 
 import numpy as np
 
+from benchmarks.harness import spoken
 from media.vad import SileroDetector
-from tests.support import spoken
 
 
 def test_vad_hears_speech_not_silence_or_noise(tmp_path):

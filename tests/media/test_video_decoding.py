@@ -15,9 +15,9 @@ from aiortc.jitterbuffer import JitterFrame
 from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 
 from agent.replay import encode_camera_loop
+from benchmarks.harness import wait_until
 from media import video_decoding
 from media.video_decoding import DecodingProcess, IdleVideoDecoder, is_vp8_key_frame
-from tests.support import wait_until
 
 VP8 = RTCRtpCodecParameters(mimeType="video/VP8", clockRate=90000, payloadType=96)
 TICKS = 9000  # 10 fps at 90 kHz

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import CHROMIUM, chromium_flags, loopback_only, pink_noise, read_wav, speech_wav, write_wav
+from benchmarks.harness import CHROMIUM, chromium_flags, pink_noise, read_wav, speech_wav, write_wav
+from tests.support import loopback_only
 
 pytestmark = pytest.mark.browser
 

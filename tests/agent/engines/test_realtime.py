@@ -16,7 +16,7 @@ from agent.engines.base import Error, TurnEnd
 from agent.engines.realtime import RealtimeEngine
 from agent.profiles import get_profile
 from agent.server import AgentServer
-from tests.support import make_config, wait_until, ws_url
+from benchmarks.harness import make_config, wait_until, ws_url
 
 
 class FakeRealtime:

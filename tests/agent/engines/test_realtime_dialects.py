@@ -25,11 +25,10 @@ from agent.client import AgentClient
 from agent.engines.base import SpeechFrame, TextDelta, TurnEnd
 from agent.engines.realtime import RealtimeEngine
 from agent.profiles import get_profile
-from tests.support import (
+from benchmarks.harness import (
     REALTIME_REPLY,
     TONE_HZ,
     ScriptedRealtime,
-    ask,
     make_config,
     media_flowing,
     quiet_again,
@@ -38,6 +37,7 @@ from tests.support import (
     to_16k,
     ws_url,
 )
+from tests.support import ask
 
 MODEL = "Qwen/Qwen3-Omni-30B-A3B-Instruct"
 

@@ -7,9 +7,7 @@ import pytest
 
 from agent.client import RATE, AgentClient
 from agent.engines.cascade.models import load_models
-from tests.support import (
-    ask,
-    best_match,
+from benchmarks.harness import (
     espeak_rendering,
     make_config,
     media_flowing,
@@ -20,6 +18,7 @@ from tests.support import (
     wait_until,
     ws_url,
 )
+from tests.support import ask, best_match
 
 
 @pytest.fixture(scope="module")

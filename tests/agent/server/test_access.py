@@ -10,7 +10,7 @@ from websockets.asyncio.client import connect
 
 from agent.client import AgentClient
 from agent.server.access import origin_ok, self_signed, token_ok
-from tests.support import make_config, running, ws_url
+from benchmarks.harness import make_config, running, ws_url
 
 
 def test_token_and_origin_rules():

@@ -5,7 +5,8 @@ import asyncio
 import numpy as np
 
 from agent.client import RATE, AgentClient, CameraTrack
-from tests.support import make_config, media_flowing, running, scrape_metrics, scrape_until, ws_url
+from benchmarks.harness import make_config, media_flowing, running, scrape_metrics, ws_url
+from tests.support import scrape_until
 
 
 def tone(seconds=0.6):

@@ -7,7 +7,8 @@ import pytest
 
 from agent.client import AgentClient, CameraTrack
 from agent.server import AgentServer
-from tests.support import SlowEcho, burst, make_config, wait_until, ws_url
+from benchmarks.harness import make_config, wait_until, ws_url
+from tests.support import SlowEcho, burst
 
 
 async def talk(client, stop):

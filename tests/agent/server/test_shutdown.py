@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from agent.client import RATE, AgentClient
-from tests.support import media_flowing
+from benchmarks.harness import media_flowing
 
 
 def burst():

@@ -11,7 +11,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent.client import AgentClient
 from agent.server.workers import free_port, merged_metrics
-from tests.support import media_flowing, scrape_metrics, scrape_until
+from benchmarks.harness import media_flowing, scrape_metrics
+from tests.support import scrape_until
 
 
 async def steady(port, pred, times: int, timeout: float = 30.0) -> bool:

@@ -5,7 +5,8 @@ import pytest
 
 from agent.client import RATE, AgentClient
 from agent.server import AgentServer
-from tests.support import SlowEcho, burst, make_config, media_flowing, running, session_tasks, wait_until, ws_url
+from benchmarks.harness import make_config, media_flowing, running, wait_until, ws_url
+from tests.support import SlowEcho, burst, session_tasks
 
 
 async def test_client_vanishing_mid_reply():

@@ -13,8 +13,8 @@ from agent.engines.echo import EchoEngine
 from agent.profiles import get_profile
 from agent.session.pump import SessionPump
 from agent.session.transcripts import TranscriptLog
+from benchmarks.harness import wait_until
 from media.aligner import AudioInput, VideoInput
-from tests.support import wait_until
 
 
 class Observer:

@@ -10,7 +10,8 @@ from websockets.exceptions import ConnectionClosed
 
 from agent.client import AgentClient, CameraTrack
 from agent.transport.ice import rtc_configuration
-from tests.support import healthy_round_trip, make_config, media_flowing, running, wait_until, ws_url
+from benchmarks.harness import make_config, media_flowing, running, wait_until, ws_url
+from tests.support import healthy_round_trip
 
 
 async def recv_json(ws, timeout=5.0):

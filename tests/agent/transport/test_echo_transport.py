@@ -4,9 +4,10 @@ import os
 import numpy as np
 
 from agent.client import RATE, AgentClient, CameraTrack
+from benchmarks.harness import make_config, media_flowing, quiet_again, running, wait_until, ws_url
 from media.tracks import InlineAudioDecoder
 from media.video_decoding import IdleVideoDecoder, shared_process
-from tests.support import make_config, media_flowing, quiet_again, round_trip, running, wait_until, ws_url
+from tests.support import round_trip
 
 
 def click(ms=10, amp=0.8):

@@ -13,7 +13,8 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from agent.client import AgentClient
-from tests.support import healthy_round_trip, make_config, media_flowing, running, wait_until, ws_url
+from benchmarks.harness import make_config, media_flowing, running, wait_until, ws_url
+from tests.support import healthy_round_trip
 
 CASES = 300
 

@@ -12,7 +12,8 @@ import pytest
 
 from agent.client import AgentClient
 from agent.engines.cascade.models import load_models
-from tests.support import ask, make_config, media_flowing, running, spoken, to_16k, wait_until, ws_url
+from benchmarks.harness import make_config, media_flowing, running, spoken, to_16k, wait_until, ws_url
+from tests.support import ask
 
 
 @pytest.fixture(scope="module")

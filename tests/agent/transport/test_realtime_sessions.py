@@ -9,16 +9,8 @@ import urllib.request
 
 from agent.client import AgentClient
 from agent.server.overload import Level
-from tests.support import (
-    RealtimeClient,
-    SlowEcho,
-    burst_24k,
-    make_config,
-    running,
-    scrape_until,
-    wait_until,
-    ws_url,
-)
+from benchmarks.harness import make_config, running, wait_until, ws_url
+from tests.support import RealtimeClient, SlowEcho, burst_24k, scrape_until
 
 FIRST_AUDIO = ("omni_turn_latency_seconds_count", (("stage", "first_audio"),))
 

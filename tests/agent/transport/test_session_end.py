@@ -8,7 +8,8 @@ import pytest
 from agent.client import RATE, AgentClient, CameraTrack
 from agent.engines.echo import EchoEngine
 from agent.server import AgentServer
-from tests.support import make_config, media_flowing, round_trip, running, session_tasks, wait_until, ws_url
+from benchmarks.harness import make_config, media_flowing, running, wait_until, ws_url
+from tests.support import round_trip, session_tasks
 
 
 class ExplodingEngine(EchoEngine):

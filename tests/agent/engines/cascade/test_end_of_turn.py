@@ -13,9 +13,9 @@ from agent.engines.cascade.end_of_turn import WordsConfig, decide
 from agent.engines.cascade.models import load_models
 from agent.profiles import get_profile
 from agent.profiles.turn_words import Words, WordsVerdict
+from benchmarks.harness import to_16k
 from media.aligner import AlignedChunk
 from media.clock import INPUT_SAMPLES_PER_TICK, TICK_MS
-from tests.support import to_16k
 
 FINISHED = WordsVerdict(Words.FINISHED, "understood")
 UNFINISHED = WordsVerdict(Words.UNFINISHED, "ends with 'to'")

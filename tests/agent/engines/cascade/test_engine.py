@@ -14,19 +14,8 @@ from agent.engines.cascade import CascadeEngine
 from agent.engines.cascade.end_of_turn import REASONS
 from agent.engines.cascade.models import load_models
 from agent.profiles import get_profile
-from tests.support import (
-    ask,
-    make_config,
-    media_flowing,
-    quiet_again,
-    running,
-    scrape_until,
-    spoken,
-    to_16k,
-    wait_until,
-    wer,
-    ws_url,
-)
+from benchmarks.harness import make_config, media_flowing, quiet_again, running, spoken, to_16k, wait_until, wer, ws_url
+from tests.support import ask, scrape_until
 
 
 @pytest.fixture(scope="module")

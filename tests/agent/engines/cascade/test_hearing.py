@@ -13,9 +13,9 @@ from agent.engines.cascade import CascadeEngine
 from agent.engines.cascade.engine import PASS_EVERY_TICKS, pass_every_ticks
 from agent.engines.cascade.models import load_models
 from agent.profiles import get_profile
+from benchmarks.harness import to_16k
 from media.aligner import AlignedChunk
 from media.clock import INPUT_SAMPLES_PER_TICK, TICK_MS
-from tests.support import to_16k
 
 
 @pytest.fixture(scope="module")

@@ -12,17 +12,8 @@ import numpy as np
 import pytest
 
 from agent.client import AgentClient, RoomEcho
-from tests.support import (
-    cough,
-    make_config,
-    media_flowing,
-    room_impulse,
-    running,
-    scrape_until,
-    spoken,
-    wait_until,
-    ws_url,
-)
+from benchmarks.harness import cough, make_config, media_flowing, room_impulse, running, spoken, wait_until, ws_url
+from tests.support import scrape_until
 
 QUESTION = "What can you do?"  # about 9 s of reply
 

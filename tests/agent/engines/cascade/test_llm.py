@@ -1,5 +1,5 @@
 """The cascade's replies from an OpenAI-compatible chat model: a local scripted server (`ChatServer` in
-tests/support.py) streams chat-completion chunks the way the API does; the real offline speech models."""
+benchmarks/harness.py) streams chat-completion chunks the way the API does; the real offline speech models."""
 
 from __future__ import annotations
 
@@ -17,11 +17,8 @@ from agent.engines.cascade import CascadeEngine
 from agent.engines.cascade.llm import APOLOGY
 from agent.engines.cascade.models import load_models
 from agent.profiles import get_profile
-from media.aligner import AlignedChunk
-from media.clock import INPUT_SAMPLES_PER_TICK
-from tests.support import (
+from benchmarks.harness import (
     ChatServer,
-    ask,
     make_config,
     media_flowing,
     running,
@@ -31,6 +28,9 @@ from tests.support import (
     wait_until,
     ws_url,
 )
+from media.aligner import AlignedChunk
+from media.clock import INPUT_SAMPLES_PER_TICK
+from tests.support import ask
 
 
 @pytest.fixture(scope="module")

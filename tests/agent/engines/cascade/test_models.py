@@ -5,7 +5,7 @@ import pytest
 import skimage.data
 
 from agent.engines.cascade.models import load_models
-from tests.support import espeak_rendering, pink_noise, spoken, wer, with_noise
+from benchmarks.harness import espeak_rendering, pink_noise, spoken, wer, with_noise
 
 
 @pytest.fixture(scope="module")

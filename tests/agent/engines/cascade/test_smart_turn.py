@@ -21,9 +21,9 @@ from agent.engines.cascade import CascadeEngine
 from agent.engines.cascade.models import load_models
 from agent.engines.cascade.smart_turn import WINDOW, SmartTurnConfig, load_smart_turn
 from agent.profiles import get_profile
+from benchmarks.harness import spoken, to_16k
 from media.aligner import AlignedChunk
 from media.clock import INPUT_SAMPLES_PER_TICK, TICK_MS
-from tests.support import spoken, to_16k
 
 ALWAYS, NEVER = 1e-6, 1 - 1e-6  # thresholds that make every verdict "complete" / "incomplete"
 

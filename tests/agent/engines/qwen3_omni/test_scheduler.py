@@ -7,7 +7,8 @@ import torch
 
 from agent.engines.qwen3_omni.scheduler import Scheduler
 from agent.engines.qwen3_omni.stream import Conversation, OmniStreamer, Reply
-from tests.support import noise, prompter
+from benchmarks.harness import noise
+from tests.support import prompter
 
 SYSTEM = "You are a helpful assistant."
 

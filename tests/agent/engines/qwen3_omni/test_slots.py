@@ -9,7 +9,8 @@ import torch
 
 from agent.engines.qwen3_omni.slots import BatchStep, CapacityError, SlotPool
 from agent.engines.qwen3_omni.stream import Conversation, OmniStreamer, Reply
-from tests.support import noise, prompter
+from benchmarks.harness import noise
+from tests.support import prompter
 
 
 def pool(slots=2, capacity=8) -> SlotPool:

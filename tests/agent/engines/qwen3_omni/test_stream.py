@@ -10,7 +10,8 @@ import torch
 
 from agent.engines.qwen3_omni.prompt import join
 from agent.engines.qwen3_omni.stream import Conversation, OmniStreamer, first_frame_samples
-from tests.support import image, noise, prompter, reference, run_alone
+from benchmarks.harness import noise
+from tests.support import image, prompter, reference, run_alone
 
 SYSTEM = "You are a helpful assistant."
 

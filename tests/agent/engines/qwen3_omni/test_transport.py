@@ -12,16 +12,8 @@ from transformers.generation.logits_process import SuppressTokensLogitsProcessor
 
 from agent.client import AgentClient, CameraTrack
 from agent.engines.qwen3_omni.engine import QwenOmniEngine
-from tests.support import (
-    make_config,
-    media_flowing,
-    quiet_again,
-    require_realtime_margin,
-    running,
-    spoken,
-    wait_until,
-    ws_url,
-)
+from benchmarks.harness import make_config, media_flowing, quiet_again, running, spoken, wait_until, ws_url
+from tests.support import require_realtime_margin
 
 
 def serving(loaded, **engine):

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agent.profiles.understanding import IntentModel
+from agent.profiles.understanding import IntentModel, normalise
 
 
 @dataclass
@@ -49,12 +49,6 @@ class DialogPolicy(Protocol):
     the end of the turn is judged by it (agent/profiles/turn_words.py)."""
 
     def reply(self, text: str, ctx: DialogContext) -> Reply: ...
-
-
-def normalise(text: str) -> str:
-    text = text.lower().replace("’", "'")
-    text = re.sub(r"[^a-z0-9' ]+", " ", text)
-    return re.sub(r"\s+", " ", text).strip()
 
 
 def _time(now: dt.datetime) -> str:

@@ -88,7 +88,7 @@ def test_nearest_a_none_example_is_out_of_scope():
 
 
 def test_understanding_is_cheap():
-    """The issue's budget is 20 ms of CPU a request; the model is a table lookup and a mean."""
+    """The issue's budget is 20 ms of CPU a request; the model is n-gram and vector lookups and one product."""
     import time
 
     model = IntentModel.for_profile("car")
@@ -99,11 +99,12 @@ def test_understanding_is_cheap():
 
 
 @pytest.mark.parametrize("profile,corpus", [("default", "default"), ("car", "in_car")])
-def test_examples_are_apart_from_the_benchmark_corpus(profile, corpus):
+def test_examples_are_apart_from_the_benchmark_corpora(profile, corpus):
     examples = {normalise(r) for _, r in read_examples(profile)}
     said = [t for _, t in read_corpus(corpus)]
-    assert len(said) >= 190
-    assert not examples & {normalise(t) for t in said}
+    heldout = [t for _, t in read_corpus(corpus, "heldout")]
+    assert len(said) >= 190 and len(heldout) >= 80
+    assert not examples & {normalise(t) for t in said + heldout}
 
 
 def test_a_reading_by_meaning_does_not_end_a_turn_sooner():
@@ -129,16 +130,17 @@ def test_nothing_heard_is_asked_again():
 
 
 def test_an_intents_own_words_count_wherever_they_stand():
-    """A long preamble outweighs the words that carry a request in a mean of vectors: the cue words decide."""
+    """An intent whose own words the request has (the policy's cues) is more likely, however long the preamble."""
     from agent.profiles.dialog import CUES, cued
     from agent.profiles.in_car import CAR_CUES
 
     said = normalise("I keep forgetting, is it the weekend already or not?")
     model = IntentModel.for_profile("default")
-    assert model.guess(said).intent == NONE and model.guess(said, cued(said, CUES)).intent == "date"
+    plain, cue = model.guess(said), model.guess(said, cued(said, CUES))
+    assert cue.intent == "date" and cue.score > plain.score
     said = normalise("My wife says the air con should be off now")
     car = IntentModel.for_profile("car")
-    assert not car.guess(said).sure and car.guess(said, cued(said, CAR_CUES)).sure
+    assert car.guess(said, cued(said, CAR_CUES)).score > car.guess(said).score
     reply = InCarAssistant().reply(said, CTX)
     assert reply.tool_calls[0]["name"] == "set_ac" and reply.tool_calls[0]["arguments"] == {"on": False}
 

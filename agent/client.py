@@ -23,7 +23,7 @@ from aiortc.mediastreams import MediaStreamError
 from websockets.asyncio.client import ClientConnection, connect
 
 from agent.transport.ice import rtc_configuration
-from media.tracks import audio_decoder, tune_receivers
+from media.rtc.receiver import audio_decoder, tune_receivers
 
 RATE = 48_000
 FRAME = 960  # 20 ms

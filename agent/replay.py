@@ -6,7 +6,7 @@ clients. Here every spoken clip is Opus-encoded once (20 ms packets, made as
 aiortc's own encoder makes them) and a camera loop is VP8-encoded once (10 fps;
 one key frame, as a browser sends on a clean network);
 each client then sends those packets as they are, as RTP written below
-aiortc's sender (`media.rtp.RtpStream`: aiortc's own per-packet Python cost
+aiortc's sender (`media.rtc.rtp_sender.RtpStream`: aiortc's own per-packet Python cost
 more than the server's). The server cannot tell: it receives the RTP a browser sends,
 over aiortc's real ICE, DTLS and SRTP. What the clients receive is still
 decoded, to measure it; the kernel stamps when it arrived. Once connected,
@@ -34,11 +34,11 @@ import av
 import numpy as np
 import pylibsrtp
 from aiortc import RTCPeerConnection
-from aiortc.codecs.vpx import Vp8Encoder
 from av.video.frame import PictureType
 
 from media.opus import opus_encoder
-from media.rtp import PlaceholderTrack, RtpStream, connected, nominated_pair, rtp_or_rtcp
+from media.rtc import private
+from media.rtc.rtp_sender import PlaceholderTrack, RtpStream, connected, nominated_pair, rtp_or_rtcp
 
 RATE = 48_000
 FRAME = 960  # 20 ms
@@ -165,12 +165,12 @@ class MediaSocket:
         self.on_rtp = on_rtp
         self.protocol = pair.protocol
         self._transport = pair.protocol.transport
-        self.sock: socket.socket = self._transport._sock
+        self.sock = private.udp_socket(self._transport)
         self.fd = self.sock.fileno()
         self.remote = pair.remote_addr
         if SO_TIMESTAMPNS is not None:
             self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        asyncio.get_running_loop()._remove_reader(self.fd)  # type: ignore[attr-defined]
+        private.stop_watching(asyncio.get_running_loop(), self.fd)
         self.sent = 0
         self.send_dropped = 0  # the socket's buffer was full: lost, as on a network
         self.rtcp_ignored = 0
@@ -179,7 +179,7 @@ class MediaSocket:
 
     @property
     def open(self) -> bool:
-        return connected(self.dtls) and self._transport._sock is self.sock
+        return connected(self.dtls) and private.udp_socket(self._transport) is self.sock
 
     def send(self, datagram: bytes) -> None:
         """ConnectionError once the socket is closed."""
@@ -286,7 +286,7 @@ class LeanAudioIn:
 
     def receive(self, data: bytes, at: float) -> None:
         if self._unprotect is None:  # the DTLS transport's session, there once it is connected
-            self._unprotect = self.dtls._rx_srtp.unprotect
+            self._unprotect = private.srtp_in(self.dtls).unprotect
         try:
             self.handle(self._unprotect(data), at)
         except pylibsrtp.Error:
@@ -343,7 +343,7 @@ class ReplayCamera(PlaceholderTrack):
     def __init__(self, frames: Sequence[bytes], fps: float = 10.0) -> None:
         super().__init__()
         self.fps = fps
-        self.payloads = [Vp8Encoder._packetize(f, i) for i, f in enumerate(frames)]
+        self.payloads = [private.vp8_payloads(f, i) for i, f in enumerate(frames)]
         self.length = random.randint(max(1, len(frames) * 2 // 3), len(frames))
         self.sent = 0
         self._at = 0  # the next frame's place in the loop
@@ -386,7 +386,7 @@ class ReplayMicrophone(PlaceholderTrack):
         self._queue.append((ident, packets))
         return ident
 
-    def _next_packet(self) -> bytes:
+    def next_packet(self) -> bytes:
         if self._pos >= len(self._current) and self._queue:
             ident, self._current = self._queue.pop(0)
             self._pos = 0
@@ -406,7 +406,7 @@ class ReplayMicrophone(PlaceholderTrack):
             if dtls.state in ("closed", "failed"):
                 return
             await asyncio.sleep(0.01)
-        self.inbound = LeanAudioIn(audio._codecs[0].payloadType, dtls, on_audio)
+        self.inbound = LeanAudioIn(private.payload_type(audio), dtls, on_audio)
         camera = video.sender.track if video is not None else None
         try:
             self.socket = sock = MediaSocket(
@@ -444,7 +444,7 @@ class ReplayLink:
             raise ConnectionError("the peer has closed")
         audio_due = self.start + self.frames * FRAME / RATE
         while audio_due <= now:
-            self.socket.send(self.mic.streams[0].protected(self.mic._next_packet(), True, self.frames * FRAME))
+            self.socket.send(self.mic.streams[0].protected(self.mic.next_packet(), True, self.frames * FRAME))
             if self.video is not None:
                 camera, pacing = self.video
                 while camera.sent <= self.frames * FRAME / RATE * camera.fps:

@@ -5,7 +5,7 @@ aiortc's path for an `av.AudioFrame` cost ~0.45 ms of CPU per 20 ms frame
 stereo in a thread-pool executor (a thread hand-off each way) and measures the
 audio level in pure Python. Opus codes 24 kHz mono directly (a receiver
 decodes a mono packet at whatever layout it negotiated), at a rate made for
-speech; its packets leave as RTP below aiortc's sender (media/speech_out.py).
+speech; its packets leave as RTP below aiortc's sender (media/rtc/speech_out.py).
 ~0.1 ms.
 """
 

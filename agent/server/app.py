@@ -32,7 +32,7 @@ from agent.transport.connection import Connection, Refused
 from agent.transport.realtime import RealtimeConnection
 from agent.transport.signalling import SignallingConnection
 from media.echo_cancel import load_audio_processing
-from media.video_decoding import shared_process
+from media.rtc.video_decoding import shared_process
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from agent.session.pump import ALIGNER_COUNTERS, SessionPump
-from media.video_decoding import shared_process
+from media.rtc.video_decoding import shared_process
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 # Stages a turn's metrics message may carry (as `<stage>_ms`); voice to voice comes from the client.

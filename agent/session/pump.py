@@ -89,7 +89,7 @@ class SessionPump:
         self.transcript = transcript
         self.live_output = live_output
         self.clock = clock
-        # Pictures come from the decoder thinned to twice the video rate (media.video_decoding); an instant
+        # Pictures come from the decoder thinned to twice the video rate (media.rtc.video_decoding); an instant
         # between two takes the one before it: blending them cost the loop two conversions and a float mix of
         # each picture (echo, 24 camera sessions on a core: underruns), for a ghost of both.
         aligner = AlignerConfig(video_fps=cfg.video_fps, max_video_pixels=cfg.max_video_pixels, video_blend_span_s=0.0)

@@ -23,9 +23,10 @@ from agent.transport.ice import rtc_configuration
 from agent.wire.signalling import ProtocolError
 from media.aligner import MediaError
 from media.av_convert import audio_input, video_input
-from media.rtp_receive import DirectReceive
-from media.speech_out import OutboundSpeech
-from media.tracks import audio_decoder, drain, inbound_counters, tune_receivers
+from media.rtc.receiver import audio_decoder, inbound_counters, tune_receivers
+from media.rtc.speech_out import OutboundSpeech
+from media.rtc.srtp_receive import DirectReceive
+from media.rtc.tracks import drain
 
 log = logging.getLogger(__name__)
 

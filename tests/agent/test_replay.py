@@ -27,7 +27,7 @@ from agent.replay import (
 )
 from benchmarks.harness import make_config, running, wait_until, ws_url
 from media.opus import SpeechEncoder
-from media.rtp import NTP_UNIX_OFFSET
+from media.rtc.rtp_sender import NTP_UNIX_OFFSET
 
 
 def decode_opus(packets: list[bytes]) -> np.ndarray:

@@ -5,8 +5,8 @@ import numpy as np
 
 from agent.client import RATE, AgentClient, CameraTrack
 from benchmarks.harness import make_config, media_flowing, quiet_again, running, wait_until, ws_url
-from media.tracks import InlineAudioDecoder
-from media.video_decoding import IdleVideoDecoder, shared_process
+from media.rtc.receiver import InlineAudioDecoder
+from media.rtc.video_decoding import IdleVideoDecoder, shared_process
 from tests.support import round_trip
 
 

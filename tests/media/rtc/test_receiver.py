@@ -10,7 +10,8 @@ from aiortc.jitterbuffer import JitterFrame
 from aiortc.rtp import RtpPacket
 
 from media.opus import SpeechEncoder
-from media.tracks import ImmediateAudioBuffer, InlineAudioDecoder
+from media.rtc.jitter_buffer import ImmediateAudioBuffer
+from media.rtc.receiver import InlineAudioDecoder
 from tests.media.test_opus import OPUS
 
 
@@ -97,7 +98,8 @@ async def test_window_rate_gives_aiortcs_figures_and_is_installed_for_video():
     from aiortc import RTCPeerConnection
     from aiortc.rate import RateCounter
 
-    from media.tracks import MinFramePeriod, ThrottledRemb, WindowRate, tune_receivers
+    from media.rtc.rate_estimator import MinFramePeriod, ThrottledRemb, WindowRate
+    from media.rtc.receiver import tune_receivers
 
     rng = random.Random(3)
     theirs, ours = RateCounter(1000, 8000), WindowRate(1000, 8000)
@@ -132,7 +134,7 @@ def test_min_frame_period_gives_aiortcs_figures():
 
     from aiortc.rate import OveruseEstimator
 
-    from media.tracks import MinFramePeriod
+    from media.rtc.rate_estimator import MinFramePeriod
 
     rng = random.Random(5)
     theirs, ours = OveruseEstimator(), MinFramePeriod()
@@ -147,7 +149,7 @@ def test_remb_estimates_go_out_every_200_ms_unless_one_falls_by_more_than_3_perc
     packet; through ThrottledRemb they leave at most every 200 ms, and a fall of more than 3 % at once."""
     from aiortc.rate import RemoteBitrateEstimator
 
-    from media.tracks import ThrottledRemb
+    from media.rtc.rate_estimator import ThrottledRemb
 
     def drive(estimator) -> list[tuple[int, int]]:
         sent, now, send_time, delay = [], 0, 0.0, 0.0

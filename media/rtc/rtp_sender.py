@@ -20,7 +20,8 @@ from typing import Any
 import av
 from aiortc import MediaStreamTrack, RTCRtpTransceiver
 from aiortc.mediastreams import MediaStreamError
-from aiortc.rtcdtlstransport import State as DtlsState
+
+from media.rtc import private
 
 NTP_UNIX_OFFSET = 2_208_988_800  # seconds from 1900 (NTP) to 1970 (Unix)
 MID = "urn:ietf:params:rtp-hdrext:sdes:mid"
@@ -36,9 +37,9 @@ class RtpStream:
     def __init__(self, transceiver: RTCRtpTransceiver) -> None:
         sender = transceiver.sender
         self.dtls = sender.transport
-        self.ssrc: int = sender._ssrc  # type: ignore[attr-defined]
-        self.payload_type = transceiver._codecs[0].payloadType
-        ids = {e.uri: e.id for e in transceiver._headerExtensions}
+        self.ssrc = private.ssrc(sender)
+        self.payload_type = private.payload_type(transceiver)
+        ids = private.header_extension_ids(transceiver)
         mid = (transceiver.mid or "").encode()
         self._fixed = bytes([(ids[MID] << 4) | (len(mid) - 1)]) + mid if MID in ids and mid else b""
         self._abs_id = ids.get(ABS_SEND_TIME)
@@ -78,7 +79,7 @@ class RtpStream:
     def protected(self, payload: bytes, marker: bool, timestamp: int) -> bytes:
         """The next packet as SRTP, counted as sent."""
         if self._protect is None:  # the DTLS transport's session, there once it is connected
-            self._protect = self.dtls._tx_srtp.protect
+            self._protect = private.srtp_out(self.dtls).protect
         datagram = self._protect(self.packet(payload, marker, timestamp))
         self.packets += 1
         self.octets += len(payload)
@@ -87,14 +88,12 @@ class RtpStream:
 
     def report_to(self, sender: Any) -> None:
         """What aiortc's sender reports (RTCP SR, its stats) as if it had sent our packets."""
-        sender._RTCRtpSender__packet_count = self.packets
-        sender._RTCRtpSender__octet_count = self.octets
-        sender._RTCRtpSender__rtp_timestamp = self.last_timestamp
-        sender._RTCRtpSender__ntp_timestamp = int((time.time() + NTP_UNIX_OFFSET) * (1 << 32))
+        ntp = int((time.time() + NTP_UNIX_OFFSET) * (1 << 32))
+        private.report_sent(sender, self.packets, self.octets, self.last_timestamp, ntp)
 
 
 def connected(dtls: Any) -> bool:
-    return dtls._state is DtlsState.CONNECTED
+    return private.dtls_connected(dtls)
 
 
 def rtp_or_rtcp(data: bytes) -> bool:
@@ -105,7 +104,7 @@ def rtp_or_rtcp(data: bytes) -> bool:
 def nominated_pair(dtls: Any) -> Any:
     """The ICE candidate pair the media goes over, its socket open; ConnectionError once the peer has closed
     (or before DTLS is up)."""
-    pair = dtls.transport._connection._nominated.get(1)
+    pair = private.nominated(dtls)
     if not connected(dtls) or pair is None or pair.protocol.transport is None:
         raise ConnectionError("the peer has closed")
     return pair

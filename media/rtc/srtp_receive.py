@@ -21,7 +21,8 @@ from typing import Any
 import pylibsrtp
 from aiortc.rtp import is_rtcp
 
-from media.rtp import NTP_UNIX_OFFSET, connected, nominated_pair, rtp_or_rtcp
+from media.rtc import private
+from media.rtc.rtp_sender import NTP_UNIX_OFFSET, connected, nominated_pair, rtp_or_rtcp
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ class DirectReceive:
         self.on_fault = on_fault
         self.protocol = pair.protocol
         self._queued = self.protocol.datagram_received  # aioice's: STUN, then its queue
-        self._srtp = dtls._rx_srtp
+        self._srtp = private.srtp_in(dtls)
         self.packets = 0  # RTP and RTCP handled here
         self.undecryptable = 0  # failed SRTP authentication or replay checks: dropped, as aiortc does
         self.failed = False
@@ -74,15 +75,14 @@ class DirectReceive:
             self._queued(data, addr)
             return
         dtls = self.dtls
-        dtls._RTCDtlsTransport__rx_bytes += len(data)
-        dtls._RTCDtlsTransport__rx_packets += 1
+        private.count_received(dtls, data)
         self.packets += 1
         try:
             if is_rtcp(data):
-                coro = dtls._handle_rtcp_data(self._srtp.unprotect_rtcp(data))
+                coro = private.handle_rtcp(dtls, self._srtp.unprotect_rtcp(data))
             else:
                 arrival_ms = int((time.time() + NTP_UNIX_OFFSET) * 1000)
-                coro = dtls._handle_rtp_data(self._srtp.unprotect(data), arrival_time_ms=arrival_ms)
+                coro = private.handle_rtp(dtls, self._srtp.unprotect(data), arrival_ms)
         except pylibsrtp.Error:
             self.undecryptable += 1
             return

@@ -1,4 +1,4 @@
-"""Inbound video decoded in a process of its own (media.video_decoding, media.video_worker): on idle CPU, the
+"""Inbound video decoded in a process of its own (media.rtc.video_decoding, media.video_worker): on idle CPU, the
 pictures the session can use handed back, what it cannot keep up with shed up to a key frame, a dead worker
 restarted."""
 
@@ -16,8 +16,8 @@ from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 
 from agent.replay import encode_camera_loop
 from benchmarks.harness import wait_until
-from media import video_decoding
-from media.video_decoding import DecodingProcess, IdleVideoDecoder, is_vp8_key_frame
+from media.rtc import video_decoding
+from media.rtc.video_decoding import DecodingProcess, IdleVideoDecoder, is_vp8_key_frame
 
 VP8 = RTCRtpCodecParameters(mimeType="video/VP8", clockRate=90000, payloadType=96)
 TICKS = 9000  # 10 fps at 90 kHz

@@ -1,6 +1,6 @@
 import asyncio
 
-from media.rtp_receive import run_now
+from media.rtc.srtp_receive import run_now
 
 
 async def test_a_handler_that_never_waits_runs_to_its_end_before_run_now_returns():

@@ -26,6 +26,7 @@ from aiortc import RTCRtpReceiver
 from aiortc.jitterbuffer import JitterFrame
 from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 
+from media.rtc.private import deliver
 from media.video_worker import CLOSE, CODECS, FAILED, FRAME, FROM_WORKER, OPEN, PICTURE, TO_WORKER, read_message
 
 log = logging.getLogger(__name__)
@@ -268,7 +269,7 @@ class IdleVideoDecoder:
         if self._stopped.is_set():
             return
         self.passed += 1
-        self._receiver.track._queue.put_nowait(picture)  # type: ignore[attr-defined]
+        deliver(self._receiver.track, picture)
 
     def worker_lost(self) -> None:
         """The worker died with this stream's frames and its decoder state: shed them, start at a key frame."""

@@ -11,6 +11,7 @@ const VOICED = 0.02; // RMS level that counts as voice, for the client's own lat
 const omni = (window.omni = {
   states: [], messages: [], messageTimes: [], remotePeak: 0, remoteVoicedBlocks: 0, v2v: [], v2vTurns: [],
   connected: false, micStartedAt: null,
+  opened: [], // every capture track the page opened: tests check none is left live
 });
 
 let ws = null, pc = null, micStream = null, camStream = null, videoSender = null;
@@ -97,6 +98,8 @@ function caption(msg) {
     row.dataset.segment = n;
     row.innerHTML = "<td></td><td class='src'></td><td class='dst'></td><td class='at'></td>";
     row.cells[0].textContent = n;
+    row.querySelector(".src").lang = "en";
+    row.querySelector(".dst").lang = $("target-lang").value; // read aloud and hyphenated in its own language
     $("caption-rows").appendChild(row);
   }
   if (msg.role === "user") {
@@ -254,6 +257,7 @@ async function connect() {
       audio: { channelCount: 1, echoCancellation: !RAW, noiseSuppression: !RAW, autoGainControl: !RAW },
     });
     omni.micStartedAt = performance.now(); // what the page's times are counted from, for tests and benchmarks
+    omni.opened.push(...micStream.getTracks());
   } catch (e) {
     setState("idle");
     showError(`The microphone is needed: ${e.message || e}`);
@@ -302,22 +306,33 @@ function hangUp() {
   if (ws) ws.close();
   if (pc) pc.close();
   if (micStream) micStream.getTracks().forEach((t) => t.stop());
-  ws = pc = micStream = null;
+  ws = pc = micStream = videoSender = null;
   meters = [];
   micFloor = micSmooth = null;
+  stopCamera(); // the camera's light goes off with the call
+  showMic(true); // the next call starts with the mic on
   setConnected(false);
   setState("idle");
 }
 
+function showCamera(on) {
+  $("preview").hidden = !on;
+  $("stage").classList.toggle("with-video", on); // no empty column where the preview would be
+  $("camera").setAttribute("aria-pressed", String(on));
+  $("camera").textContent = on ? "Camera on" : "Camera off";
+}
+
+function stopCamera() {
+  if (camStream) camStream.getTracks().forEach((t) => t.stop());
+  camStream = null;
+  $("preview").srcObject = null;
+  showCamera(false);
+}
+
 async function toggleCamera() {
-  const btn = $("camera");
   if (camStream) {
-    camStream.getTracks().forEach((t) => t.stop());
-    camStream = null;
+    stopCamera();
     if (videoSender) await videoSender.replaceTrack(null);
-    $("preview").hidden = true;
-    btn.setAttribute("aria-pressed", "false");
-    btn.textContent = "Camera off";
     return;
   }
   try {
@@ -329,19 +344,22 @@ async function toggleCamera() {
     showError(`The camera could not be opened: ${e.message || e}`);
     return;
   }
+  omni.opened.push(...camStream.getTracks());
   $("preview").srcObject = camStream;
-  $("preview").hidden = false;
+  showCamera(true);
   if (videoSender) await videoSender.replaceTrack(camStream.getVideoTracks()[0]);
-  btn.setAttribute("aria-pressed", "true");
-  btn.textContent = "Camera on";
+}
+
+function showMic(on) {
+  $("mic").setAttribute("aria-pressed", String(on));
+  $("mic").textContent = on ? "Mic on" : "Mic off";
 }
 
 function toggleMic() {
   const track = micStream && micStream.getAudioTracks()[0];
   if (!track) return;
   track.enabled = !track.enabled; // a muted track still sends silence: the session stays alive
-  $("mic").setAttribute("aria-pressed", String(track.enabled));
-  $("mic").textContent = track.enabled ? "Mic on" : "Mic off";
+  showMic(track.enabled);
 }
 
 $("connect").onclick = () => (omni.connected ? hangUp() : connect());

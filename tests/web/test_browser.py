@@ -10,6 +10,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import cv2
+import numpy as np
 import pytest
 
 from benchmarks.harness import CHROMIUM, chromium_flags, pink_noise, read_wav, speech_wav, write_wav
@@ -191,5 +193,45 @@ def test_page_translation_captions(cascade_url, tmp_path):
         assert "buenos" in dst.lower() or "gracias" in dst.lower(), dst
         assert re.match(r"\d+\.\d s", row.locator(".at").inner_text())
         assert page.locator("#cap-dst").inner_text() == "Spanish"
+        assert row.locator(".dst").get_attribute("lang") == "es" and row.locator(".src").get_attribute("lang") == "en"
         Path("results").mkdir(exist_ok=True)
         page.screenshot(path="results/page-translate.png", full_page=True)
+
+
+def test_page_loads_clean_and_its_controls_reset_on_hang_up(echo_url, tmp_path):
+    """No console error or failed request on load (a favicon included); with the camera off the stage has no
+    empty column; hanging up stops the camera and the mic (their tracks end) and resets the buttons."""
+    with browser(tmp_path, "Hello there.") as page:
+        problems: list[str] = []
+        page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+        page.on("requestfailed", lambda r: problems.append(f"failed: {r.url}"))
+        page.on("response", lambda r: problems.append(f"{r.status}: {r.url}") if r.status >= 400 else None)
+        page.set_viewport_size({"width": 960, "height": 860})
+        page.goto(echo_url + "?raw=1")
+        page.wait_for_load_state("networkidle")
+        assert page.locator("label[for=text]").count() == 1  # the text box is named for a screen reader
+        # camera off: the figures panel starts where the stage starts, and the stage's left half is drawn
+        stage, figures = page.locator("#stage").bounding_box(), page.locator(".figures").bounding_box()
+        assert abs(figures["x"] - stage["x"]) < 2, (stage, figures)
+        Path("results").mkdir(exist_ok=True)
+        png = page.locator("#stage").screenshot(path="results/page-stage-camera-off.png")
+        pixels = cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_COLOR)[:, :, ::-1].astype(np.int16)
+        background = np.array([0x10, 0x14, 0x18])  # --bg: what an empty column shows
+        left = pixels[:, : pixels.shape[1] // 2]
+        assert np.abs(left - background).sum(axis=2).max(axis=0).min() > 10, "a column of the stage is empty"
+
+        page.click("#connect")
+        page.wait_for_function("window.omni.states.includes('listening')", timeout=30_000)
+        page.click("#camera")
+        page.wait_for_selector("#preview:not([hidden])", timeout=10_000)
+        assert page.locator("#stage").evaluate("e => e.classList.contains('with-video')")
+        page.click("#mic")
+        assert page.locator("#mic").inner_text() == "Mic off"
+        page.click("#connect")  # hang up
+        page.wait_for_function("document.getElementById('state').dataset.state === 'idle'", timeout=30_000)
+        assert page.evaluate("window.omni.opened.length") >= 2  # the mic's track and the camera's
+        assert page.evaluate("window.omni.opened.every(t => t.readyState === 'ended')"), "a capture track is live"
+        assert page.locator("#preview").is_hidden()
+        assert page.locator("#camera").get_attribute("aria-pressed") == "false"
+        assert page.locator("#mic").inner_text() == "Mic on" and page.locator("#mic").is_disabled()
+        assert not problems, problems

@@ -7,12 +7,13 @@ and reads its events in order; nothing else crosses. `feed`, `send_text` and
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from agent.profiles import Profile
 from media.aligner import AlignedChunk
 
 
@@ -67,6 +68,10 @@ EngineEvent = TranscriptDelta | TextDelta | SpeechFrame | ToolCall | TurnEnd | E
 class EngineSession(Protocol):
     # Set under overload: answer new turns in text only (no speech).
     text_only: bool
+    # Set by the session: milliseconds of the current reply the transport has sent the client (what was played,
+    # but for the client's buffer). An engine that must tell a server how much of a cut reply was heard (the
+    # realtime engine's truncate) reads it rather than guessing from wall time.
+    played_ms: Callable[[], float]
 
     def feed(self, chunk: AlignedChunk) -> None: ...
 
@@ -90,7 +95,7 @@ class Engine(Protocol):
     # the output keeps only a short backlog and drops rather than lag.
     live_output: bool
 
-    async def open_session(self, profile: str, options: dict[str, Any] | None = None) -> EngineSession:
+    async def open_session(self, profile: Profile, options: dict[str, Any] | None = None) -> EngineSession:
         """`options`: per-session choices from the offer and the config (e.g. translation languages)."""
         ...
 

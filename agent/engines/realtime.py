@@ -23,7 +23,6 @@ import contextlib
 import json
 import logging
 import os
-import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlencode
@@ -108,6 +107,7 @@ class RealtimeClientSession:
         self.dialect = d = engine.dialect
         self.profile = profile
         self.outbox = Outbox()
+        self.played_ms: Callable[[], float] = lambda: 0.0
         self.text_only = False
         self.car = Car() if profile.vehicle else None
         if profile.interpreting:
@@ -146,8 +146,7 @@ class RealtimeClientSession:
         self._pcm = np.zeros(0, np.float32)
         self._frame = 0
         self._down: tuple[int, StreamResampler] | None = None
-        self._received_ms = 0.0  # reply audio received, and when its first frame went out: what was played
-        self._first_audio_at: float | None = None
+        self._received_ms = 0.0  # reply audio received (what was played of it: `played_ms`)
         self._drop_current = False
 
     # ---- connection ----
@@ -327,8 +326,6 @@ class RealtimeClientSession:
         self._pcm = np.concatenate((self._pcm, pcm)) if self._pcm.size else pcm
         while self._pcm.size >= OUTPUT_SAMPLES_PER_FRAME:
             frame, self._pcm = self._pcm[:OUTPUT_SAMPLES_PER_FRAME], self._pcm[OUTPUT_SAMPLES_PER_FRAME:]
-            if self._first_audio_at is None:
-                self._first_audio_at = time.monotonic()
             self.outbox.put(SpeechFrame(frame, self._frame))
             self._frame += 1
 
@@ -400,8 +397,8 @@ class RealtimeClientSession:
     def interrupt(self) -> None:
         if self.dialect.cancel:
             self._queue(rt.RESPONSE_CANCEL)
-            if self._item_id is not None and self._first_audio_at is not None:
-                played = min(self._received_ms, (time.monotonic() - self._first_audio_at) * 1000)
+            if self._item_id is not None and self._received_ms > 0:
+                played = min(self._received_ms, self.played_ms())  # what the transport sent of it
                 self._queue(rt.truncate(self._item_id, int(played)))
         if self._in_response:  # what is left of this reply (in flight, or all of it where the server cannot
             if self._response_id is not None:  # stop) is dropped here

@@ -98,6 +98,11 @@ class Translator:
             out += text[-1]
         return out
 
+    @property
+    def pid(self) -> int | None:
+        """The pipeline's process while it runs: one for the translator's whole life."""
+        return self._proc.pid if self._proc.poll() is None else None
+
     def close(self) -> None:
         if self._proc.poll() is None:
             self._proc.kill()

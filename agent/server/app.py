@@ -31,6 +31,7 @@ from agent.server.workers import merged_metrics, write_metrics
 from agent.transport.connection import Connection, Refused
 from agent.transport.realtime import RealtimeConnection
 from agent.transport.signalling import SignallingConnection
+from agent.wire.messages import Error, Metrics
 from media.echo_cancel import load_audio_processing
 from media.rtc.video_decoding import shared_process
 
@@ -140,12 +141,13 @@ class AgentServer:
             duration = round(time.monotonic() - conn.started, 1)
             events.info(kv(event="end", session=conn.id, reason=reason, duration_s=duration))
 
-    def turn_done(self, session_id: str, figures: dict[str, Any]) -> None:
+    def turn_done(self, session_id: str, figures: Metrics) -> None:
         self.metrics.observe_turn(figures)
-        if isinstance(figures.get("first_audio_ms"), int | float):
-            self.overload.observe_first_audio(figures["first_audio_ms"], time.monotonic())
-        shown = {k: v for k, v in figures.items() if k != "type" and v is not None}
-        events.info(kv(event="turn", session=session_id, **shown))
+        first_audio = figures.figures.get("first_audio_ms")
+        if isinstance(first_audio, int | float) and not isinstance(first_audio, bool):
+            self.overload.observe_first_audio(first_audio, time.monotonic())
+        shown = {k: v for k, v in figures.figures.items() if v is not None}
+        events.info(kv(event="turn", session=session_id, turn=figures.turn, **shown))
 
     def error_sent(self, code: str) -> None:
         self.metrics.errors.labels(code).inc()
@@ -219,9 +221,7 @@ class AgentServer:
         live = list(self.sessions.values())
         events.info(kv(event="shutdown", sessions=len(live), grace_s=grace))
         for conn in live:
-            conn.send(
-                {"type": "error", "code": "busy", "message": f"the server is shutting down; ending in {grace:g} s"}
-            )
+            conn.send(Error("busy", f"the server is shutting down; ending in {grace:g} s"))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace
         while self.sessions and loop.time() < deadline:

@@ -16,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from agent.session.pump import ALIGNER_COUNTERS, SessionPump
+from agent.wire.messages import Metrics
 from media.rtc.video_decoding import shared_process
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
@@ -60,9 +61,9 @@ class ServerMetrics:
         for k, v in pump.counters().items():
             self._retired[k] = self._retired.get(k, 0) + v
 
-    def observe_turn(self, msg: dict[str, float | None]) -> None:
+    def observe_turn(self, msg: Metrics) -> None:
         for stage in TURN_STAGES:
-            value = msg.get(f"{stage}_ms")
+            value = msg.figures.get(f"{stage}_ms")
             if isinstance(value, int | float):
                 self.latency.labels(stage).observe(value / 1000)
 

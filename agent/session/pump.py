@@ -18,7 +18,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from agent.config import MediaConfig
 from agent.engines.base import (
@@ -32,6 +32,7 @@ from agent.engines.base import (
 )
 from agent.session.transcripts import TranscriptLog
 from agent.session.turns import TurnTracker
+from agent.wire import messages as wire
 from media.aligner import AlignedChunk, AlignerConfig, AudioInput, FrameAligner, VideoInput
 from media.av_convert import to_rgb
 from media.chunk_queue import ChunkQueue
@@ -41,7 +42,7 @@ from media.framer import OutputFramer
 from media.turn_taking import Floor
 
 log = logging.getLogger(__name__)
-Send = Callable[[dict[str, Any]], None]
+Send = Callable[[wire.ServerMessage], None]
 
 # What a session counts, summed over sessions by the server's /metrics.
 ALIGNER_COUNTERS = (
@@ -64,7 +65,7 @@ ALIGNER_COUNTERS = (
 class SessionObserver(Protocol):
     """What the server above learns of a session: each finished turn's figures, each error sent."""
 
-    def turn_done(self, session_id: str, figures: dict[str, Any]) -> None: ...
+    def turn_done(self, session_id: str, figures: wire.Metrics) -> None: ...
 
     def error_sent(self, code: str) -> None: ...
 
@@ -127,6 +128,8 @@ class SessionPump:
         self.text_only_asked = False
         self.echo_failed = False
         self.transport_counters: Callable[[], dict[str, float]] = dict  # set by the transport: what it dropped
+        self._reply_from: int | None = None  # the framer's speech frames out when this reply's first came in
+        engine.played_ms = self.played_ms
 
     # ---- from the transport and the client ----
 
@@ -167,6 +170,14 @@ class SessionPump:
         self.engine.interrupt()
         self.framer.flush()
 
+    def played_ms(self) -> float:
+        """How much of the current reply the transport has sent (the engine's `played_ms`): its speech frames
+        pulled from the framer since its first came in; held frames and silence not counted."""
+        if self._reply_from is None:
+            return 0.0
+        frame_ms = 1000 * self.framer.frame_samples / self.framer.rate
+        return (self.framer.stats.speech_frames - self._reply_from) * frame_ms
+
     def ask_text_only(self) -> None:
         """The client asked for replies in text only (the offer's `text_only`): for good, whatever the load."""
         self.text_only_asked = True
@@ -177,15 +188,15 @@ class SessionPump:
         self.queue.shed_video = shed_video
         self.engine.text_only = text_only or self.text_only_asked
 
-    def emit(self, msg: dict[str, Any]) -> None:
+    def emit(self, msg: wire.ServerMessage) -> None:
         """One message to the client, whoever made it (the pump, the transport): recorded, counted, sent."""
         if self.transcript is not None:
-            self.transcript.record(msg)
+            self.transcript.record(wire.to_wire(msg))
         if self.observer is not None:
-            if msg["type"] == "metrics":
+            if isinstance(msg, wire.Metrics):
                 self.observer.turn_done(self.id, msg)
-            elif msg["type"] == "error":
-                self.observer.error_sent(msg.get("code", "unknown"))
+            elif isinstance(msg, wire.Error):
+                self.observer.error_sent(msg.code)
         self.send(msg)
 
     # ---- what it counted ----
@@ -271,6 +282,8 @@ class SessionPump:
                     ahead = self.framer.backlog_ms - self.lead_ms
                     if ahead > 0:
                         await asyncio.sleep(ahead / 1000)
+                if self._reply_from is None:
+                    self._reply_from = self.framer.stats.speech_frames
                 self.framer.push(ev.pcm)
                 self._emit(self.turns.speech(self.clock()))
             elif isinstance(ev, TranscriptDelta):
@@ -287,7 +300,8 @@ class SessionPump:
                     msgs = self.turns.assistant_text(now, ev.text, ev.final)
                     if ev.final:
                         self._assistant_text = ""
-                msgs[0].update(ev.extra)
+                if ev.extra:
+                    msgs[0] = replace(msgs[0], extra=ev.extra)  # type: ignore[type-var]
                 self._emit(msgs)
             elif isinstance(ev, TextDelta):
                 self._assistant_text += ev.text
@@ -300,13 +314,14 @@ class SessionPump:
                     if self.framer.backlog_ms > 0:  # let the reply finish playing
                         await asyncio.sleep(self.framer.backlog_ms / 1000)
                 self._assistant_text = ""
+                self._reply_from = None
                 self._disarm_deadline()
                 self._emit(self.turns.turn_end(ev.interrupted, {**ev.stages, **self._floor_figures()}))
             elif isinstance(ev, ToolCall):
-                self._emit([{"type": "tool", "name": ev.name, "arguments": ev.arguments, "result": ev.result}])
+                self._emit([wire.ToolRun(ev.name, ev.arguments, ev.result)])
             elif isinstance(ev, Error):
                 log.warning("engine error %s: %s", ev.code, ev.message)
-                self._emit([{"type": "error", "code": "engine", "message": f"{ev.code}: {ev.message}"}])
+                self._emit([wire.Error("engine", f"{ev.code}: {ev.message}")])
 
     def _floor_figures(self) -> dict[str, float | str]:
         """Speech over this turn's reply: how often, how often it was not meant (the reply went on), and how often
@@ -342,7 +357,7 @@ class SessionPump:
         log.warning("engine gave no complete answer within %.0f s; turn cancelled", self.turn_deadline_s)
         self.engine.interrupt()
         self.framer.flush()
-        self._emit([{"type": "error", "code": "engine", "message": f"no answer within {self.turn_deadline_s:g} s"}])
+        self._emit([wire.Error("engine", f"no answer within {self.turn_deadline_s:g} s")])
         self._emit(self.turns.turn_end(True))
         if self._events is not None and not self._events.done():
             self._restart = True  # the engine may be stuck inside its event stream
@@ -354,6 +369,6 @@ class SessionPump:
                 return at
         return default
 
-    def _emit(self, messages: list[dict[str, Any]]) -> None:
+    def _emit(self, messages: list[wire.ServerMessage]) -> None:
         for m in messages:
             self.emit(m)

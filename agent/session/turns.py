@@ -1,4 +1,4 @@
-"""Turn state and per-turn latency figures, as wire messages.
+"""Turn state and per-turn latency figures, as the session's messages (`wire/messages.py`).
 
 Sans-I/O: the session reports what happened and when (from an injected
 clock); this returns the messages to send. States: listening -> thinking
@@ -9,11 +9,11 @@ listening (the reply ended or was interrupted).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from agent.wire.messages import Metrics, ServerMessage, State, Transcript, TurnState
 from media.clock import TICK_MS
 
-Message = dict[str, Any]
+Message = ServerMessage
 
 
 @dataclass
@@ -27,16 +27,16 @@ class TurnFigures:
 
 @dataclass
 class TurnTracker:
-    state: str = "listening"
+    state: TurnState = "listening"
     turn: int = 0
     _start: float | None = None
     _current: TurnFigures | None = None
 
-    def _set(self, state: str) -> list[Message]:
+    def _set(self, state: TurnState) -> list[Message]:
         if state == self.state:
             return []
         self.state = state
-        return [{"type": "state", "state": state}]
+        return [State(state)]
 
     def user_final(
         self, start: float, text: str, end_tick: int | None = None, speech_end_tick: int | None = None
@@ -48,17 +48,16 @@ class TurnTracker:
         if end_tick is not None and speech_end_tick is not None:
             endpoint = max(0, end_tick - speech_end_tick) * TICK_MS
         self._current = TurnFigures(self.turn, endpoint_ms=endpoint)
-        msgs = [{"type": "transcript", "role": "user", "text": text, "final": True, "turn": self.turn}]
-        return msgs + self._set("thinking")
+        return [Transcript("user", text, True, self.turn), *self._set("thinking")]
 
     def user_partial(self, text: str) -> list[Message]:
-        return [{"type": "transcript", "role": "user", "text": text, "final": False, "turn": self.turn + 1}]
+        return [Transcript("user", text, False, self.turn + 1)]
 
     def assistant_text(self, now: float, text: str, final: bool) -> list[Message]:
         cur = self._current
         if cur is not None and cur.first_text_ms is None and self._start is not None:
             cur.first_text_ms = (now - self._start) * 1000
-        return [{"type": "transcript", "role": "assistant", "text": text, "final": final, "turn": self.turn}]
+        return [Transcript("assistant", text, final, self.turn)]
 
     def speech(self, now: float) -> list[Message]:
         cur = self._current
@@ -71,17 +70,14 @@ class TurnTracker:
         cur = self._current
         if cur is not None:
             cur.interrupted = interrupted
-            msgs.append(
-                {
-                    "type": "metrics",
-                    "turn": cur.turn,
-                    "endpoint_ms": cur.endpoint_ms,
-                    "first_text_ms": _round(cur.first_text_ms),
-                    "first_audio_ms": _round(cur.first_audio_ms),
-                    "interrupted": interrupted,
-                    **{k: _round(v) for k, v in (stages or {}).items()},
-                }
-            )
+            figures = {
+                "endpoint_ms": cur.endpoint_ms,
+                "first_text_ms": _round(cur.first_text_ms),
+                "first_audio_ms": _round(cur.first_audio_ms),
+                "interrupted": interrupted,
+                **{k: _round(v) for k, v in (stages or {}).items()},
+            }
+            msgs.append(Metrics(cur.turn, figures))
             self._current = None
             self._start = None
         return msgs + self._set("listening")

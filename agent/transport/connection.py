@@ -24,6 +24,7 @@ from agent.engines.base import Engine, EngineSession
 from agent.profiles import get_profile
 from agent.session.pump import SessionObserver, SessionPump
 from agent.session.transcripts import TranscriptLog
+from agent.wire.messages import Error, ServerMessage, to_wire
 
 log = logging.getLogger(__name__)
 SEND_QUEUE = 256  # messages waiting for a slow client; beyond it they are dropped (counted)
@@ -89,20 +90,20 @@ class Connection(abc.ABC):
 
     # ---- out ----
 
-    def send(self, msg: dict[str, Any]) -> None:
-        """A session message (the `/ws` vocabulary): through the pump once there is one (recorded, counted)."""
+    def send(self, msg: ServerMessage) -> None:
+        """A session message: through the pump once there is one (recorded, counted)."""
         if self._closed:
             return
         if self.pump is not None:
             self.pump.emit(msg)
             return
-        if msg.get("type") == "error":
-            self.host.error_sent(msg.get("code", "unknown"))
+        if isinstance(msg, Error):
+            self.host.error_sent(msg.code)
         self.deliver(msg)
 
-    def deliver(self, msg: dict[str, Any]) -> None:
-        """Write a session message in this connection's protocol."""
-        self.write(msg)
+    def deliver(self, msg: ServerMessage) -> None:
+        """Write a session message in this connection's protocol (`/ws`'s JSON unless it has its own)."""
+        self.write(to_wire(msg))
 
     def write(self, event: dict[str, Any]) -> None:
         try:
@@ -155,7 +156,7 @@ class Connection(abc.ABC):
 
     def fail(self, code: str, message: str) -> None:
         if not self.ended.is_set():
-            self.send({"type": "error", "code": code, "message": message})
+            self.send(Error(code, message))
         self.end(message)
 
     def end(self, reason: str) -> None:
@@ -197,7 +198,7 @@ class Connection(abc.ABC):
 
     def refuse(self, no: Refused) -> None:
         """Tell the client why it may not have a session."""
-        self.send({"type": "error", "code": no.code, "message": no.message})
+        self.send(Error(no.code, no.message))
 
     async def close_transport(self) -> None:
         """Free what the protocol holds (a peer connection); the session's tasks are cancelled already.

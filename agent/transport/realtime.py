@@ -24,6 +24,7 @@ from websockets.exceptions import ConnectionClosed
 from agent.transport.connection import Connection, Refused
 from agent.transport.limits import TokenBucket
 from agent.wire import realtime as rt
+from agent.wire.messages import Error, ServerMessage, State
 from media.aligner import AudioInput, MediaError
 
 log = logging.getLogger(__name__)
@@ -41,8 +42,8 @@ class RealtimeConnection(Connection):
 
     # ---- out ----
 
-    def deliver(self, msg: dict[str, Any]) -> None:
-        if msg.get("type") == "state" and msg.get("state") == "listening":
+    def deliver(self, msg: ServerMessage) -> None:
+        if msg == State("listening"):
             self._speak_out(None)  # the reply's last samples go before its end
         for event in self.response.message(msg):
             self.write(event)
@@ -125,7 +126,7 @@ class RealtimeConnection(Connection):
             return
 
     def _client_error(self, code: str, message: str, eid: Any = None) -> None:
-        self.send({"type": "error", "code": code, "message": message, "event_id": eid})
+        self.send(Error(code, message, eid if isinstance(eid, str) else None))
 
     def _handle(self, action: rt.ClientEvent) -> None:
         pump = self.pump

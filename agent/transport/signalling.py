@@ -21,7 +21,18 @@ from agent.logs import events, kv
 from agent.transport.connection import Connection, Refused
 from agent.transport.limits import TokenBucket
 from agent.transport.peer import Peer
-from agent.wire.signalling import Limits, ProtocolError, parse_message
+from agent.wire.messages import (
+    Answer,
+    Bye,
+    ClientMessage,
+    ClientMetrics,
+    Error,
+    Interrupt,
+    Offer,
+    State,
+    Text,
+)
+from agent.wire.signalling import KIND, Limits, ProtocolError, parse_message
 
 log = logging.getLogger(__name__)
 
@@ -59,59 +70,47 @@ class SignallingConnection(Connection):
                         return
                 except Exception as exc:  # a bug must end this session only, and say so
                     log.exception("session %s: failed handling a message", self.id)
-                    self.send({"type": "error", "code": "engine", "message": f"internal error: {exc!r}"})
+                    self.send(Error("engine", f"internal error: {exc!r}"))
                     return
         except ConnectionClosed:
             return
 
-    async def _dispatch(self, msg: dict[str, Any]) -> bool:
+    async def _dispatch(self, msg: ClientMessage) -> bool:
         """Handle one message; True ends the session."""
-        kind = msg["type"]
-        if kind == "bye":
+        if isinstance(msg, Bye):
             return True
-        if kind == "offer":
+        if isinstance(msg, Offer):
             await self._offer(msg)
             return False
         if self.pump is None:
-            raise ProtocolError("bad_request", f"{kind!r} before an offer: send the offer first")
-        if kind == "text":
-            self.pump.send_text(msg["text"])
-        elif kind == "interrupt":
+            raise ProtocolError("bad_request", f"{KIND[type(msg)]!r} before an offer: send the offer first")
+        if isinstance(msg, Text):
+            self.pump.send_text(msg.text)
+        elif isinstance(msg, Interrupt):
             self.pump.interrupt()
-        elif kind == "client_metrics":
-            v2v = msg.get("voice_to_voice_ms")
-            if isinstance(v2v, int | float) and 0 <= v2v < 60_000:
-                self.host.observe_voice_to_voice(v2v)
+        elif isinstance(msg, ClientMetrics) and msg.voice_to_voice_ms is not None:
+            self.host.observe_voice_to_voice(msg.voice_to_voice_ms)
         return False
 
-    async def _offer(self, msg: dict[str, Any]) -> None:
+    async def _offer(self, offer: Offer) -> None:
         if self.peer is not None:
             raise ProtocolError("bad_request", "this session already has a peer; open a new WebSocket to renegotiate")
         try:
-            self.host.admit(self, msg.get("token"))
+            self.host.admit(self, offer.token)
         except Refused as no:
             raise ProtocolError(no.code, no.message, True) from None
-        cfg = profile_config(self.host.config, msg.get("profile", self.host.config.profile))
+        cfg = profile_config(self.host.config, offer.profile or self.host.config.profile)
         options = cfg.session_options()
-        for key in ("source_lang", "target_lang"):
-            if key in msg:
-                options[key] = msg[key]
+        if offer.source_lang is not None:
+            options["source_lang"] = offer.source_lang
+        if offer.target_lang is not None:
+            options["target_lang"] = offer.target_lang
         self.peer = Peer(self, cfg)
         answer = await self.peer.answer(
-            msg["sdp"], options, text_only=msg.get("text_only", False), echo_cancelled=msg.get("echo_cancelled", False)
+            offer.sdp, options, text_only=offer.text_only, echo_cancelled=offer.echo_cancelled
         )
-        engine = self.host.engine.name
-        self.send(
-            {
-                "type": "answer",
-                "sdp": answer,
-                "session": self.id,
-                "engine": engine,
-                "profile": cfg.profile,
-                "worker": os.getpid(),
-            }
-        )
-        self.send({"type": "state", "state": "listening"})
+        self.send(Answer(answer, self.id, self.host.engine.name, cfg.profile, os.getpid()))
+        self.send(State("listening"))
 
     async def close_transport(self) -> None:
         if self.peer is not None:

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from agent.wire.messages import Error, Metrics, ServerMessage, State, ToolRun, Transcript
 from media.pcm import float_to_s16
 
 RATE = 24_000
@@ -251,10 +252,10 @@ class ResponseWriter:
         out.append({"type": "response.output_audio.delta", **self._ids(), "delta": encode_pcm16(pcm)})
         return out
 
-    def message(self, msg: Event) -> list[Event]:
-        kind = msg.get("type")
-        if kind == "transcript" and msg.get("role") == "user":
-            if not msg.get("final"):
+    def message(self, msg: ServerMessage) -> list[Event]:
+        """A session message as the Realtime events that say it."""
+        if isinstance(msg, Transcript) and msg.role == "user":
+            if not msg.final:
                 return []
             item = new_id("item")
             return [
@@ -264,32 +265,32 @@ class ResponseWriter:
                     "type": "conversation.item.input_audio_transcription.completed",
                     "item_id": item,
                     "content_index": 0,
-                    "transcript": msg.get("text", ""),
+                    "transcript": msg.text,
                 },
             ]
-        if kind == "transcript":  # the reply's text so far
-            text = str(msg.get("text", ""))
+        if isinstance(msg, Transcript):  # the reply's text so far
+            text = msg.text
             delta = text[len(self._text) :] if text.startswith(self._text) else text
             out = self._begin()
             self._text = text
             if delta:
                 out.append({"type": "response.output_audio_transcript.delta", **self._ids(), "delta": delta})
             return out
-        if kind == "tool":
+        if isinstance(msg, ToolRun):
             return [
                 {
                     "type": "response.function_call_arguments.done",
-                    "name": msg.get("name"),
-                    "arguments": json.dumps(msg.get("arguments", {})),
+                    "name": msg.name,
+                    "arguments": json.dumps(dict(msg.arguments)),
                     "call_id": new_id("call"),
                 }
             ]
-        if kind == "error":
-            return [error_event(str(msg.get("code", "server_error")), str(msg.get("message", "")), msg.get("event_id"))]
-        if kind == "metrics":
-            self._interrupted = bool(msg.get("interrupted"))
+        if isinstance(msg, Error):
+            return [error_event(msg.code, msg.message, msg.event_id)]
+        if isinstance(msg, Metrics):
+            self._interrupted = bool(msg.figures.get("interrupted"))
             return []
-        if kind == "state" and msg.get("state") == "listening":
+        if msg == State("listening"):
             return self.end()
         return []
 

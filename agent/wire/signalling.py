@@ -1,7 +1,7 @@
-"""The signalling wire protocol (docs/architecture.md, README): parsing and checking client messages.
+"""The signalling wire protocol (docs/architecture.md, README): client messages checked and typed.
 
 Sans-I/O. Every way a message can be wrong maps to one error code; the
-server sends it back as `{"type": "error", ...}`.
+server sends it back as an `Error` (`{"type": "error", ...}`).
 """
 
 from __future__ import annotations
@@ -11,8 +11,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.profiles import NAMES as PROFILES
+from agent.wire.messages import Bye, ClientMessage, ClientMetrics, Error, Interrupt, Offer, Text
 
 CLIENT_TYPES = ("offer", "text", "interrupt", "bye", "client_metrics")
+KIND: dict[type, str] = {
+    Offer: "offer",
+    Text: "text",
+    Interrupt: "interrupt",
+    Bye: "bye",
+    ClientMetrics: "client_metrics",
+}
 MAX_TEXT_CHARS = 2000
 
 
@@ -23,8 +31,8 @@ class ProtocolError(Exception):
         self.message = message
         self.fatal = fatal  # the session cannot go on after this one
 
-    def to_message(self) -> dict[str, str]:
-        return {"type": "error", "code": self.code, "message": self.message}
+    def to_message(self) -> Error:
+        return Error(self.code, self.message)
 
 
 @dataclass(frozen=True)
@@ -34,7 +42,7 @@ class Limits:
     max_m_lines: int = 4
 
 
-def parse_message(raw: str | bytes, limits: Limits) -> dict[str, Any]:
+def parse_message(raw: str | bytes, limits: Limits) -> ClientMessage:
     if isinstance(raw, bytes):
         raise ProtocolError("bad_request", "binary messages are not part of the protocol; send JSON text", True)
     if len(raw.encode("utf-8", "surrogatepass")) > limits.max_message_bytes:
@@ -51,17 +59,22 @@ def parse_message(raw: str | bytes, limits: Limits) -> dict[str, Any]:
     if kind not in CLIENT_TYPES:
         raise ProtocolError("bad_request", f"unknown message type {kind!r}; expected one of {', '.join(CLIENT_TYPES)}")
     if kind == "offer":
-        check_offer(msg, limits)
-    elif kind == "text":
+        return check_offer(msg, limits)
+    if kind == "text":
         text = msg.get("text")
         if not isinstance(text, str) or not text.strip():
             raise ProtocolError("bad_request", "'text' needs a non-empty string field 'text'")
         if len(text) > MAX_TEXT_CHARS:
             raise ProtocolError("too_large", f"text longer than {MAX_TEXT_CHARS} characters")
-    return msg
+        return Text(text)
+    if kind == "client_metrics":
+        v2v = msg.get("voice_to_voice_ms")
+        usable = isinstance(v2v, int | float) and not isinstance(v2v, bool) and 0 <= v2v < 60_000
+        return ClientMetrics(float(v2v) if usable else None)  # a figure that cannot be one is left out
+    return Interrupt() if kind == "interrupt" else Bye()
 
 
-def check_offer(msg: dict[str, Any], limits: Limits) -> None:
+def check_offer(msg: dict[str, Any], limits: Limits) -> Offer:
     sdp = msg.get("sdp")
     if not isinstance(sdp, str):
         raise ProtocolError("bad_sdp", "an offer needs a string field 'sdp'", True)
@@ -90,3 +103,13 @@ def check_offer(msg: dict[str, Any], limits: Limits) -> None:
             "the offer carries no ICE candidates; gather them all before sending (no trickle)",
             True,
         )
+    token = msg.get("token")
+    return Offer(
+        sdp,
+        msg.get("profile"),
+        msg.get("source_lang"),
+        msg.get("target_lang"),
+        msg.get("text_only", False),
+        msg.get("echo_cancelled", False),
+        token if isinstance(token, str) else None,
+    )

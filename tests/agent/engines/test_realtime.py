@@ -100,3 +100,27 @@ async def test_unreachable_server_is_a_clear_error():
         await client.close()
     finally:
         await server.close()
+
+
+async def test_a_cut_reply_is_truncated_at_what_the_transport_played():
+    """The far server is told how much of a cut reply was heard from what the session's transport sent of it
+    (`played_ms`), not from wall time: a reply held while speech over it is judged plays nothing meanwhile."""
+    from agent.engines.realtime import RealtimeClientSession
+
+    engine = RealtimeEngine(url="ws://127.0.0.1:9/unused", dialect="openai")
+    session = RealtimeClientSession(engine, get_profile("default"), {}, lambda audio: False, 480)
+    session._in_response, session._item_id = True, "item_1"  # a reply under way, as its events would set
+    session._audio(np.zeros(24_000, np.float32), 24_000)  # one second of it received
+    for played, told in ((240.0, 240), (5000.0, 1000)):  # never more than was received
+        session.played_ms = lambda played=played: played
+        session._in_response, session._item_id = True, "item_1"
+        session.interrupt()
+        sent = [json.loads(session._send.get_nowait()) for _ in range(session._send.qsize())]
+        (cut,) = [e for e in sent if e["type"] == "conversation.item.truncate"]
+        assert cut == {
+            "type": "conversation.item.truncate",
+            "item_id": "item_1",
+            "content_index": 0,
+            "audio_end_ms": told,
+        }
+        session._audio(np.zeros(24_000, np.float32), 24_000)

@@ -1,5 +1,3 @@
-import time
-
 import numpy as np
 import pytest
 
@@ -12,15 +10,15 @@ def test_english_to_spanish_kept_alive():
     try:
         assert t.translate("Good morning.") == "Buenos días."
         assert "tiempo" in t.translate("The weather is lovely today.")
-        start = time.perf_counter()
+        pid = t.pid
         for _ in range(5):
             assert t.translate("I would like a cup of coffee.")
-        per_sentence = (time.perf_counter() - start) / 5
-        assert per_sentence < 0.1  # a kept-alive pipeline, not a process per sentence
+        assert pid is not None and t.pid == pid  # one kept-alive pipeline, not a process a sentence
         assert t.translate("") == ""
         assert t.translate("weird ^chars$ [here] / @*") != ""  # stream-format characters are neutralised
     finally:
         t.close()
+    assert t.pid is None
 
 
 def test_pairs_and_clear_errors():

@@ -13,6 +13,7 @@ from agent.engines.echo import EchoEngine
 from agent.profiles import get_profile
 from agent.session.pump import SessionPump
 from agent.session.transcripts import TranscriptLog
+from agent.wire import messages as wire
 from benchmarks.harness import wait_until
 from media.aligner import AudioInput, VideoInput
 
@@ -45,16 +46,21 @@ async def test_a_turn_through_the_pump(tmp_path):
         part = audio[start : start + 960].reshape(1, -1)
         pump.push_audio(AudioInput(part, 48_000, start, Fraction(1, 48_000), "flt", 1))
     assert await wait_until(lambda: pump.framer.backlog_ms > 0, 10)  # the reply's speech is queued to play
+    assert session.played_ms == pump.played_ms and pump.played_ms() == 0  # the engine reads what was played
+    for _ in range(3):
+        pump.framer.pull()
+    assert pump.played_ms() == 60  # three 20 ms frames of the reply went out
     while pump.framer.backlog_ms > 0:  # play it out, as the outbound track would
         pump.framer.pull()
         await asyncio.sleep(0.02)
-    assert await wait_until(lambda: any(m["type"] == "metrics" for m in sent), 10)
-    kinds = [m["type"] for m in sent]
-    assert kinds[0] == "transcript" and "state" in kinds and kinds[-1] == "state"
-    ((sid, figures),) = observer.turns
-    assert sid == "s1" and figures["first_audio_ms"] is not None and figures["interrupted"] is False
-    pump.emit({"type": "error", "code": "bad_request", "message": "a transport's own error"})
-    assert observer.errors == ["bad_request"] and sent[-1]["code"] == "bad_request"
+    assert await wait_until(lambda: any(isinstance(m, wire.Metrics) for m in sent), 10)
+    kinds = [type(m) for m in sent]
+    assert kinds[0] is wire.Transcript and wire.State in kinds and kinds[-1] is wire.State
+    ((sid, metrics),) = observer.turns
+    assert sid == "s1" and metrics.figures["first_audio_ms"] is not None and metrics.figures["interrupted"] is False
+    pump.emit(wire.Error("bad_request", "a transport's own error"))
+    assert observer.errors == ["bad_request"] and sent[-1] == wire.Error("bad_request", "a transport's own error")
+    assert pump.played_ms() == 0  # the turn ended: nothing of a next reply played yet
     counts = pump.counters()
     assert counts["output_frames"] > 0 and counts["aligner_audio_samples_dropped"] == 0
     runner.cancel()
@@ -67,10 +73,24 @@ async def test_a_turn_through_the_pump(tmp_path):
 async def test_load_settings_reach_the_queue_and_the_engine():
     session = await EchoEngine("turn").open_session(get_profile("default"))
     pump = SessionPump("s2", session, lambda m: None, False)
+    picture = np.zeros((48, 64, 3), np.uint8)
+
+    def half_a_second(start: float) -> list:
+        """Camera frames every 0.1 s and audio for 0.5 s from `start`: what the engine would be fed."""
+        for k in range(5):
+            pts = round((start + 0.1 * k) * 90_000)
+            pump.push_video(VideoInput(picture, pts=pts, time_base=Fraction(1, 90_000)))
+        samples = np.zeros((1, 8_000), np.float32)
+        pump.push_audio(AudioInput(samples, 16_000, round(start * 16_000), Fraction(1, 16_000)))
+        return list(iter(pump.queue.pop, None))
+
     pump.set_load(shed_video=True, text_only=True)
     assert pump.queue.shed_video and session.text_only
+    shed = half_a_second(0.0)
+    assert shed and not any(c.video for c in shed) and pump.counters()["ring_video_shed"] > 0
     pump.set_load(shed_video=False, text_only=False)
     assert not pump.queue.shed_video and not session.text_only
+    assert any(c.video for c in half_a_second(0.5))  # the camera reaches the engine again
 
 
 async def test_text_only_asked_by_the_client_outlasts_the_overload_policy():

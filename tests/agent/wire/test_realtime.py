@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from agent.wire import realtime as rt
+from agent.wire.messages import Error, Metrics, State, Transcript
 
 
 def test_pcm16_round_trip_and_bad_audio():
@@ -50,38 +51,38 @@ def test_session_objects_name_their_rates():
 
 def test_a_reply_becomes_one_response():
     w = rt.ResponseWriter()
-    heard = w.message({"type": "transcript", "role": "user", "text": "what time", "final": True, "turn": 1})
+    heard = w.message(Transcript("user", "what time", True, 1))
     assert [e["type"] for e in heard] == [
         "input_audio_buffer.speech_stopped",
         "input_audio_buffer.committed",
         "conversation.item.input_audio_transcription.completed",
     ]
     assert heard[2]["transcript"] == "what time"
-    assert w.message({"type": "state", "state": "thinking"}) == []
-    first = w.message({"type": "transcript", "role": "assistant", "text": "It's", "final": False})
+    assert w.message(State("thinking")) == []
+    first = w.message(Transcript("assistant", "It's", False, 1))
     assert [e["type"] for e in first] == ["response.created", "response.output_audio_transcript.delta"]
-    more = w.message({"type": "transcript", "role": "assistant", "text": "It's noon.", "final": False})
+    more = w.message(Transcript("assistant", "It's noon.", False, 1))
     assert [e["delta"] for e in more] == [" noon."]  # cumulative text becomes deltas
-    assert w.message({"type": "transcript", "role": "assistant", "text": "It's noon.", "final": True}) == []
+    assert w.message(Transcript("assistant", "It's noon.", True, 1)) == []
     (audio,) = w.audio(np.zeros(960, np.int16))
     assert audio["type"] == "response.output_audio.delta" and audio["response_id"] == first[0]["response"]["id"]
-    assert w.message({"type": "metrics", "turn": 1, "interrupted": False}) == []
-    end = w.message({"type": "state", "state": "listening"})
+    assert w.message(Metrics(1, {"interrupted": False})) == []
+    end = w.message(State("listening"))
     assert [e["type"] for e in end] == [
         "response.output_audio_transcript.done",
         "response.output_audio.done",
         "response.done",
     ]
     assert end[0]["transcript"] == "It's noon." and end[2]["response"]["status"] == "completed"
-    assert w.message({"type": "state", "state": "listening"}) == []  # nothing open, nothing to close
+    assert w.message(State("listening")) == []  # nothing open, nothing to close
 
 
 def test_an_interrupted_reply_is_cancelled_and_errors_say_whose_fault():
     w = rt.ResponseWriter()
     w.audio(np.zeros(960, np.int16))
-    w.message({"type": "metrics", "turn": 1, "interrupted": True})
-    assert w.message({"type": "state", "state": "listening"})[-1]["response"]["status"] == "cancelled"
-    (mine,) = w.message({"type": "error", "code": "invalid_audio", "message": "x", "event_id": "e1"})
-    (theirs,) = w.message({"type": "error", "code": "engine", "message": "y"})
+    w.message(Metrics(1, {"interrupted": True}))
+    assert w.message(State("listening"))[-1]["response"]["status"] == "cancelled"
+    (mine,) = w.message(Error("invalid_audio", "x", "e1"))
+    (theirs,) = w.message(Error("engine", "y"))
     assert mine["error"] == {"type": "invalid_request_error", "code": "invalid_audio", "message": "x", "event_id": "e1"}
     assert theirs["error"]["type"] == "server_error"

@@ -141,11 +141,16 @@ class LlmConfig:
         )
 
 
+# The silence after speech that ends a turn, unless a judged pause ends it sooner: the one default, for the
+# YAML and for an engine built without a config (tests, benchmarks). A profile's own is in its YAML.
+END_SILENCE_MS = 480
+
+
 @dataclass
 class EngineConfig:
     name: str = "cascade"
     mode: str = "turn"  # echo: stream | turn
-    end_silence_ms: int = 480
+    end_silence_ms: int = END_SILENCE_MS
     options: dict[str, Any] = field(default_factory=dict)
     llm: LlmConfig = field(default_factory=LlmConfig)
 

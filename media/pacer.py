@@ -36,3 +36,7 @@ class SpeechPacer:
             self.late_resets += 1
             return 1
         return n
+
+    def next_due(self, now: float) -> float:
+        """When the next frame is due (now, before the first `due` call)."""
+        return now if self._next is None else self._next

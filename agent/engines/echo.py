@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 
 import numpy as np
 
+from agent.config import END_SILENCE_MS
 from agent.engines.base import EngineEvent, SpeechFrame, TextDelta, TranscriptDelta, TurnEnd
 from agent.engines.outbox import Outbox
 from agent.profiles import Profile
@@ -26,7 +27,7 @@ MODES = ("stream", "turn")
 class EchoEngine:
     name = "echo"
 
-    def __init__(self, mode: str = "stream", end_silence_ms: int = 480, max_turn_ms: int = 15_000) -> None:
+    def __init__(self, mode: str = "stream", end_silence_ms: int = END_SILENCE_MS, max_turn_ms: int = 15_000) -> None:
         if mode not in MODES:
             raise ValueError(f"echo mode must be one of {MODES}, got {mode!r}")
         self.mode = mode

@@ -31,6 +31,7 @@ import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
+from agent.config import END_SILENCE_MS
 from agent.engines.base import EngineEvent, Error, SpeechFrame, TextDelta, ToolCall, TranscriptDelta, TurnEnd
 from agent.engines.outbox import Outbox
 from agent.profiles import Profile
@@ -62,7 +63,7 @@ class RealtimeEngine:
         timeout: float = 5.0,
         input_rate: int | None = None,
         dialect: str = "",
-        end_silence_ms: int = 480,
+        end_silence_ms: int = END_SILENCE_MS,
         detector: Callable[[], Any] | None = None,
     ) -> None:
         self.dialect = rt.dialect(dialect or os.environ.get("OMNI_REALTIME_DIALECT", "") or "openai")
@@ -90,7 +91,7 @@ class RealtimeEngine:
                 detector = self.detector()
             else:
                 detector = await asyncio.get_running_loop().run_in_executor(None, SileroDetector)
-        end_silence = int(opts.get("end_silence_ms", profile.end_silence_ms or self.end_silence_ms))
+        end_silence = int(opts.get("end_silence_ms", self.end_silence_ms))  # the config's, else the engine's
         session = RealtimeClientSession(self, profile, opts, detector, end_silence)
         await session.connect()
         return session

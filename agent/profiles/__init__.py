@@ -2,7 +2,8 @@
 
 The lowest agent layer above `media/`: it imports nothing from engines,
 sessions or transports. Engines read a `Profile` for how turns are taken;
-they never test a profile by its name.
+they never test a profile by its name. A profile's settings (its end-of-turn silence, its languages) are
+in its YAML (`configs/<profile>.yaml`) and reach an engine session as its options, from one place.
 """
 
 from __future__ import annotations
@@ -17,14 +18,13 @@ class Profile:
     # Interpreting: each segment the user says is rendered in another language, numbered, and queued behind the
     # one being spoken (none is cut off); transcripts carry the segment and its language.
     interpreting: bool = False
-    end_silence_ms: int | None = None  # the profile's own end-of-turn silence; None: the engine's
     vehicle: bool = False  # the agent drives a car through its tools (agent/profiles/car.py)
 
 
 PROFILES: dict[str, Profile] = {
     "default": Profile("default"),
     "in_car": Profile("in_car", vehicle=True),
-    "translate": Profile("translate", barge_in=False, interpreting=True, end_silence_ms=400),
+    "translate": Profile("translate", barge_in=False, interpreting=True),
 }
 NAMES = tuple(PROFILES)
 

@@ -136,18 +136,8 @@ class EspeakVoice:
         yield np.concatenate([rs.process(pcm), rs.process(np.zeros(0, np.float32), last=True)])
 
 
-_translators: dict[tuple[str, str], Translator] = {}
-_voices: dict[str, EspeakVoice | None] = {}
+_voices: dict[str, EspeakVoice | None] = {}  # which espeak-ng voice speaks a language: it holds no process
 _registry_lock = threading.Lock()
-
-
-def translator(source: str, target: str) -> Translator:
-    """Shared per process: one pipeline per pair, started on first use."""
-    with _registry_lock:
-        key = (source, target)
-        if key not in _translators:
-            _translators[key] = Translator(source, target)
-        return _translators[key]
 
 
 def voice(lang: str) -> EspeakVoice | None:
@@ -160,16 +150,10 @@ def voice(lang: str) -> EspeakVoice | None:
         return _voices[lang]
 
 
-def close_all() -> None:
-    with _registry_lock:
-        for t in _translators.values():
-            t.close()
-        _translators.clear()
-
-
 @dataclass
 class Interpreter:
-    """Each segment the user says, in the target language."""
+    """Each segment the user says, in the target language. Its translator (an apertium pipeline) is its own,
+    started with it and stopped by `close` when its session ends: no session's end stops another's."""
 
     source: str = "en"
     target: str = "es"
@@ -180,7 +164,10 @@ class Interpreter:
             raise TranslationUnavailable(
                 "the offline recognisers (Moonshine base-en, Whisper tiny.en) understand English only; choose English"
             )
-        self.translator = translator(self.source, self.target)
+        self.translator = Translator(self.source, self.target)
+
+    def close(self) -> None:
+        self.translator.close()
 
     def reply(self, text: str, ctx: DialogContext) -> Reply:
         self.segments += 1

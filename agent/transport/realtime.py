@@ -26,6 +26,7 @@ from agent.transport.limits import TokenBucket
 from agent.wire import realtime as rt
 from agent.wire.messages import Error, ServerMessage, State
 from media.aligner import AudioInput, MediaError
+from media.pacer import SpeechPacer
 
 log = logging.getLogger(__name__)
 PACE_S = 0.04  # speech goes out in 40 ms deltas, as it would play
@@ -69,17 +70,14 @@ class RealtimeConnection(Connection):
                 self.write(event)
 
     async def _pace(self) -> None:
+        """The reply's speech in 40 ms deltas as it would play, on the server's one pacer."""
         loop = asyncio.get_running_loop()
+        pacer = SpeechPacer(PACE_S, MAX_LAG_S)
         frames = round(PACE_S * 1000 / 20)
-        due = loop.time()
         while True:
-            due += PACE_S
-            delay = due - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            elif -delay > MAX_LAG_S:
-                due = loop.time()
-            self._speak_out(frames)
+            await asyncio.sleep(max(0.0, pacer.next_due(loop.time()) - loop.time()))
+            if n := pacer.due(loop.time()):
+                self._speak_out(n * frames)
 
     def session_info(self) -> dict[str, Any]:
         info = rt.session_object(self.input_rate, model=self.host.engine.name, voice="default", offer_rates=True)

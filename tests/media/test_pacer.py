@@ -20,3 +20,10 @@ def test_a_late_first_tick_does_not_cost_a_frame_when_the_next_are_on_time():
     pacer = SpeechPacer(0.02)
     assert pacer.due(0.004) == 1  # the slot's first tick, 4 ms late
     assert [pacer.due(k * 0.02) for k in range(1, 50)] == [1] * 49  # every tick on time: a frame each
+
+
+def test_the_next_frame_is_due_on_the_schedule():
+    pacer = SpeechPacer(0.04, max_lag=0.1)
+    assert pacer.next_due(5.0) == 5.0  # not started: now
+    assert pacer.due(5.0) == 1 and pacer.next_due(5.01) == 5.04
+    assert pacer.due(5.09) == 2 and abs(pacer.next_due(5.09) - 5.12) < 1e-9  # 50 ms late: caught up

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from agent.config import LlmConfig
+from agent.config import END_SILENCE_MS, LlmConfig
 from agent.engines.base import EngineEvent, Error, SpeechFrame, TextDelta, ToolCall, TranscriptDelta, TurnEnd
 from agent.engines.cascade.end_of_turn import REASONS, WordsConfig, decide
 from agent.engines.cascade.llm import APOLOGY, ChatModel, LlmDialog, LlmError, ToolRun
@@ -48,7 +48,7 @@ from agent.profiles import Profile
 from agent.profiles.dialog import DefaultAssistant, DialogContext, DialogPolicy, Reply, Seen
 from agent.profiles.policies import load_intent_models, make_policy
 from agent.profiles.prompts import language
-from agent.profiles.translate import close_all, voice
+from agent.profiles.translate import voice
 from agent.profiles.turn_words import Words, WordsVerdict, judge_words
 from media.aligner import AlignedChunk
 from media.clock import INPUT_SAMPLES_PER_TICK, OUTPUT_SAMPLES_PER_FRAME, TICK_MS
@@ -117,7 +117,7 @@ class CascadeEngine:
 
     def __init__(
         self,
-        end_silence_ms: int = 400,
+        end_silence_ms: int = END_SILENCE_MS,
         pause_ms: int = 160,
         partials: bool = True,
         workers: int = 2,
@@ -163,7 +163,7 @@ class CascadeEngine:
         if self.chat is not None:
             llm = LlmDialog(self.chat, profile, opts, getattr(policy, "car", None))
         detector = await self.run(SileroDetector)
-        end_silence = int(opts.get("end_silence_ms", profile.end_silence_ms or self.end_silence_ms))
+        end_silence = int(opts.get("end_silence_ms", self.end_silence_ms))  # the config's, else the engine's
         session = CascadeSession(self, profile, policy, detector, end_silence, llm, opts.get("interruptions"))
         for call in getattr(policy, "initial_tool_calls", list)():
             session.outbox.put(ToolCall(call["name"], call["arguments"], call["result"]))
@@ -179,7 +179,6 @@ class CascadeEngine:
         for pool in (self.executor, self.judging, self.background):
             pool.shutdown(wait=False, cancel_futures=True)
         self.faces.close()
-        close_all()
         if self.chat is not None:
             await self.chat.close()
 
@@ -298,6 +297,9 @@ class CascadeSession:
                 task.cancel()
         self.camera.close()
         self.outbox.close()
+        close_policy = getattr(self.policy, "close", None)  # an interpreter's translator
+        if close_policy is not None:
+            close_policy()
 
     # ---- turn handling ----
 

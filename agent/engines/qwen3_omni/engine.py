@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from agent.config import END_SILENCE_MS
 from agent.engines.base import EngineEvent, Error, SpeechFrame, TextDelta, ToolCall, TranscriptDelta, TurnEnd
 from agent.engines.outbox import Outbox
 from agent.engines.qwen3_omni.context import ContextWindow
@@ -64,7 +65,7 @@ class QwenOmniEngine:
         device: str | None = None,
         batch_limit: int = 8,
         speaker: str = "ethan",
-        end_silence_ms: int = 480,
+        end_silence_ms: int = END_SILENCE_MS,
         max_context: int = 8192,
         max_reply_tokens: int = 256,
         max_reply_s: float = 30.0,
@@ -140,7 +141,7 @@ class QwenOmniEngine:
         else:
             detector = await asyncio.get_running_loop().run_in_executor(None, SileroDetector)
         opts = options or {}
-        end_silence = int(opts.get("end_silence_ms", profile.end_silence_ms or self.end_silence_ms))
+        end_silence = int(opts.get("end_silence_ms", self.end_silence_ms))  # the config's, else the engine's
         session = QwenOmniSession(
             self, next(self._ids), setup(profile, opts), detector, end_silence, opts.get("interruptions")
         )

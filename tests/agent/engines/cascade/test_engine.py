@@ -196,3 +196,22 @@ async def test_text_only_replies_are_not_spoken(models):
     finally:
         await session.close()
         await engine.close()
+
+
+async def test_each_interpreting_session_owns_its_translator(models):
+    """One session's end stops its own translator, never another session's (they were once shared per process
+    and the engine's close stopped them all)."""
+    engine = CascadeEngine(models=models)
+    options = {"source_lang": "en", "target_lang": "es"}
+    first = await engine.open_session(get_profile("translate"), options)
+    second = await engine.open_session(get_profile("translate"), options)
+    try:
+        ours, theirs = first.policy.translator, second.policy.translator
+        assert ours is not theirs and ours.pid is not None and theirs.pid is not None
+        await first.close()
+        assert ours.pid is None and theirs.pid is not None
+        assert second.policy.translator.translate("Good morning.") == "Buenos días."
+    finally:
+        await second.close()
+        await engine.close()
+    assert theirs.pid is None

@@ -154,7 +154,8 @@ async def test_spoken_turns_with_camera_frames(tiny):
 async def test_interpreting_queues_segments_and_never_cuts_one_off(tiny):
     """translate: the user goes on talking; each segment (ended by a pause) gets its own full reply, in order."""
     eng = engine(tiny, max_reply_s=1.0)
-    session = await eng.open_session(get_profile("translate"), {"source_lang": "en", "target_lang": "es"})
+    options = {"source_lang": "en", "target_lang": "es", "end_silence_ms": 400}  # configs/translate.yaml's
+    session = await eng.open_session(get_profile("translate"), options)
     rng = np.random.default_rng(1)
     from media.aligner import AlignedChunk
 

@@ -38,7 +38,7 @@ from av.video.frame import PictureType
 
 from media.opus import opus_encoder
 from media.rtc import private
-from media.rtc.rtp_sender import PlaceholderTrack, RtpStream, connected, nominated_pair, rtp_or_rtcp
+from media.rtc.rtp_sender import PlaceholderTrack, RtpStream, connected, is_rtcp, nominated_pair, rtp_or_rtcp
 
 RATE = 48_000
 FRAME = 960  # 20 ms
@@ -128,11 +128,6 @@ def encode_camera_loop(
 # the kernel's receive time on each datagram; Python names it on no platform, Linux's value is fixed
 SO_TIMESTAMPNS = 35 if sys.platform == "linux" else None
 TIMESTAMP_SPACE = socket.CMSG_SPACE(16)  # struct timespec
-
-
-def is_rtcp(data: bytes) -> bool:
-    """Of RTP and RTCP, RTCP by its packet type (RFC 5761)."""
-    return 191 < data[1] < 224
 
 
 def is_pli(data: bytes) -> bool:

@@ -101,6 +101,11 @@ def rtp_or_rtcp(data: bytes) -> bool:
     return len(data) > 12 and 127 < data[0] < 192
 
 
+def is_rtcp(data: bytes) -> bool:
+    """Of RTP and RTCP, RTCP by its packet type (RFC 5761: 192-223); the one test for both ends."""
+    return len(data) >= 2 and 191 < data[1] < 224
+
+
 def nominated_pair(dtls: Any) -> Any:
     """The ICE candidate pair the media goes over, its socket open; ConnectionError once the peer has closed
     (or before DTLS is up)."""

@@ -19,10 +19,9 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pylibsrtp
-from aiortc.rtp import is_rtcp
 
 from media.rtc import private
-from media.rtc.rtp_sender import NTP_UNIX_OFFSET, connected, nominated_pair, rtp_or_rtcp
+from media.rtc.rtp_sender import NTP_UNIX_OFFSET, connected, is_rtcp, nominated_pair, rtp_or_rtcp
 
 log = logging.getLogger(__name__)
 

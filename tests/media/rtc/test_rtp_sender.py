@@ -7,7 +7,7 @@ from aiortc.rtcrtpparameters import RTCRtpHeaderExtensionParameters, RTCRtpParam
 from aiortc.rtp import HeaderExtensionsMap, RtpPacket
 
 from media.rtc import private
-from media.rtc.rtp_sender import ABS_SEND_TIME, MID, RtpStream, rtp_or_rtcp
+from media.rtc.rtp_sender import ABS_SEND_TIME, MID, RtpStream, is_rtcp, rtp_or_rtcp
 
 
 async def negotiated():
@@ -53,8 +53,12 @@ async def test_packets_parse_as_the_negotiated_stream():
         frame = RtpPacket.parse(RtpStream(video).packet(b"\x10", True, 9000), extensions)
         assert ABS_SEND_TIME in ids and frame.extensions.abs_send_time is not None
         assert frame.extensions.mid == video.mid and frame.payload_type == private.payload_type(video)
-        assert rtp_or_rtcp(stream.packet(b"\x00", False, 0))
+        rtp = stream.packet(b"\x00", False, 0)
+        assert rtp_or_rtcp(rtp) and not is_rtcp(rtp)
         assert not rtp_or_rtcp(b"\x00\x01" + bytes(20))  # STUN's first byte
+        for kind in (200, 201, 205, 206):  # sender and receiver reports, transport and payload feedback
+            rtcp = bytes([0x81, kind]) + bytes(14)
+            assert rtp_or_rtcp(rtcp) and is_rtcp(rtcp)
     finally:
         await caller.close()
         await callee.close()

@@ -70,7 +70,7 @@ class EngineSession(Protocol):
     text_only: bool
     # Set by the session: milliseconds of the current reply the transport has sent the client (what was played,
     # but for the client's buffer). An engine that must tell a server how much of a cut reply was heard (the
-    # realtime engine's truncate) reads it rather than guessing from wall time.
+    # realtime engine's truncate) reads it rather than guessing from wall time; the others leave it unread.
     played_ms: Callable[[], float]
 
     def feed(self, chunk: AlignedChunk) -> None: ...

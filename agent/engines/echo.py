@@ -7,7 +7,7 @@ transcript events; speaking over it, or `interrupt`, stops it at once.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import numpy as np
 
@@ -48,7 +48,6 @@ class EchoSession:
     def __init__(self, engine: EchoEngine, profile: Profile, interruptions: InterruptionConfig | None = None) -> None:
         self.mode = engine.mode
         self.outbox = Outbox()
-        self.played_ms: Callable[[], float] = lambda: 0.0
         # "QQ" (cubic, no look-ahead) keeps the live echo's own delay near zero.
         self._up = StreamResampler(INPUT_RATE, OUTPUT_RATE, quality="QQ")
         self.turns = TurnTaking(

@@ -290,18 +290,16 @@ class SessionPump:
                 if ev.role == "user":
                     if ev.final:
                         start = self._fed_time(ev.end_tick, now)
-                        msgs = self.turns.user_final(start, ev.text, ev.end_tick, ev.speech_end_tick)
+                        msgs = self.turns.user_final(start, ev.text, ev.end_tick, ev.speech_end_tick, ev.extra)
                         if self.floor is not None:
                             self._floor_at_turn = self._floor_counts()
                         self._arm_deadline()
                     else:
-                        msgs = self.turns.user_partial(ev.text)
+                        msgs = self.turns.user_partial(ev.text, ev.extra)
                 else:
-                    msgs = self.turns.assistant_text(now, ev.text, ev.final)
+                    msgs = self.turns.assistant_text(now, ev.text, ev.final, ev.extra)
                     if ev.final:
                         self._assistant_text = ""
-                if ev.extra:
-                    msgs[0] = replace(msgs[0], extra=ev.extra)  # type: ignore[type-var]
                 self._emit(msgs)
             elif isinstance(ev, TextDelta):
                 self._assistant_text += ev.text

@@ -8,12 +8,16 @@ listening (the reply ended or was interrupted).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
 
 from agent.wire.messages import Metrics, ServerMessage, State, Transcript, TurnState
 from media.clock import TICK_MS
 
 Message = ServerMessage
+EMPTY: Mapping[str, Any] = MappingProxyType({})  # an engine's extra fields on a transcript: none
 
 
 @dataclass
@@ -39,7 +43,12 @@ class TurnTracker:
         return [State(state)]
 
     def user_final(
-        self, start: float, text: str, end_tick: int | None = None, speech_end_tick: int | None = None
+        self,
+        start: float,
+        text: str,
+        end_tick: int | None = None,
+        speech_end_tick: int | None = None,
+        extra: Mapping[str, Any] = EMPTY,
     ) -> list[Message]:
         """`start`: when the end of the turn was known (later figures count from it)."""
         self.turn += 1
@@ -48,16 +57,16 @@ class TurnTracker:
         if end_tick is not None and speech_end_tick is not None:
             endpoint = max(0, end_tick - speech_end_tick) * TICK_MS
         self._current = TurnFigures(self.turn, endpoint_ms=endpoint)
-        return [Transcript("user", text, True, self.turn), *self._set("thinking")]
+        return [Transcript("user", text, True, self.turn, extra), *self._set("thinking")]
 
-    def user_partial(self, text: str) -> list[Message]:
-        return [Transcript("user", text, False, self.turn + 1)]
+    def user_partial(self, text: str, extra: Mapping[str, Any] = EMPTY) -> list[Message]:
+        return [Transcript("user", text, False, self.turn + 1, extra)]
 
-    def assistant_text(self, now: float, text: str, final: bool) -> list[Message]:
+    def assistant_text(self, now: float, text: str, final: bool, extra: Mapping[str, Any] = EMPTY) -> list[Message]:
         cur = self._current
         if cur is not None and cur.first_text_ms is None and self._start is not None:
             cur.first_text_ms = (now - self._start) * 1000
-        return [Transcript("assistant", text, final, self.turn)]
+        return [Transcript("assistant", text, final, self.turn, extra)]
 
     def speech(self, now: float) -> list[Message]:
         cur = self._current

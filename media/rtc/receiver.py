@@ -16,7 +16,6 @@ from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 
 from media.rtc import private
 from media.rtc.jitter_buffer import ImmediateAudioBuffer
-from media.rtc.private import deliver
 from media.rtc.rate_estimator import MinFramePeriod, ThrottledRemb, WindowRate
 from media.rtc.video_decoding import IdleVideoDecoder
 
@@ -68,7 +67,7 @@ class InlineAudioDecoder:
             if self.sink is not None:
                 self.sink(frame)
             else:
-                deliver(self._receiver.track, frame)
+                private.deliver(self._receiver.track, frame)
 
     def get(self) -> None:
         """aiortc's decoder thread: wait for the stop, then end the track."""

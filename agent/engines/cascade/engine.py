@@ -200,7 +200,6 @@ class CascadeSession:
         self.profile = profile
         self.policy = policy
         self.outbox = Outbox()
-        self.played_ms: Callable[[], float] = lambda: 0.0
         self.end_silence_ms = end_silence_ms
         self.turns = TurnTaking(
             EndpointConfig(pause_ms=engine.pause_ms, end_silence_ms=end_silence_ms),

@@ -202,7 +202,6 @@ class QwenOmniSession:
         self.profile = profile
         self.loop = asyncio.get_running_loop()
         self.outbox = Outbox()
-        self.played_ms: Callable[[], float] = lambda: 0.0
         self.turns = TurnTaking(
             EndpointConfig(end_silence_ms=end_silence_ms, max_turn_ms=MAX_TURN_MS),
             detector,

@@ -49,7 +49,7 @@ async def test_a_turn_through_the_pump(tmp_path):
     assert session.played_ms == pump.played_ms and pump.played_ms() == 0  # the engine reads what was played
     for _ in range(3):
         pump.framer.pull()
-    assert pump.played_ms() == 60  # three 20 ms frames of the reply went out
+    assert pump.played_ms() == 3 * 20  # three 20 ms frames of the reply went out: counted, not timed
     while pump.framer.backlog_ms > 0:  # play it out, as the outbound track would
         pump.framer.pull()
         await asyncio.sleep(0.02)

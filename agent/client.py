@@ -23,26 +23,17 @@ from aiortc.mediastreams import MediaStreamError
 from websockets.asyncio.client import ClientConnection, connect
 
 from agent.transport.ice import rtc_configuration
+from media.pacer import Pacer
 from media.rtc.receiver import audio_decoder, tune_receivers
 
 RATE = 48_000
 FRAME = 960  # 20 ms
 
 
-class Pacer:
-    """Wakes a track's `recv()` at its media's own times, so frames leave as a live source sends them; the
-    first call starts the clock."""
-
-    def __init__(self) -> None:
-        self._start: float | None = None
-
-    async def wait(self, media_s: float) -> None:
-        now = time.monotonic()
-        if self._start is None:
-            self._start = now
-        due = self._start + media_s
-        if due > now:
-            await asyncio.sleep(due - now)
+async def paced(pacer: Pacer) -> None:
+    """Wakes a track's `recv()` when its next frame is due, so frames leave as a live source sends them."""
+    while not pacer.take(now := time.monotonic()):
+        await asyncio.sleep(pacer.next_due(now) - now)
 
 
 class Microphone(Protocol):
@@ -115,7 +106,7 @@ class MicrophoneTrack(MediaStreamTrack):
         self.channels = channels
         self._queue: list[tuple[int, np.ndarray]] = []
         self._buf = np.zeros(0, np.float32)
-        self._pacer = Pacer()
+        self._pacer = Pacer(FRAME / RATE)
         self._pts = 0
         self._next_id = 0
         self.sent_at: dict[int, float] = {}
@@ -133,7 +124,7 @@ class MicrophoneTrack(MediaStreamTrack):
     async def recv(self) -> av.AudioFrame:
         if self.readyState != "live":
             raise MediaStreamError
-        await self._pacer.wait(self._pts / RATE)
+        await paced(self._pacer)
         if self._buf.size == 0 and self._queue:
             self._current, self._buf = self._queue.pop(0)
             self.sent_at[self._current] = time.monotonic()
@@ -167,12 +158,12 @@ class CameraTrack(MediaStreamTrack):
         self.size = size
         self.image = image
         self._n = 0
-        self._pacer = Pacer()
+        self._pacer = Pacer(1 / fps)
 
     async def recv(self) -> av.VideoFrame:
         if self.readyState != "live":
             raise MediaStreamError
-        await self._pacer.wait(self._n / self.fps)
+        await paced(self._pacer)
         if self.image is not None:
             img = self.image
         else:

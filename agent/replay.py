@@ -37,6 +37,7 @@ from aiortc import RTCPeerConnection
 from av.video.frame import PictureType
 
 from media.opus import opus_encoder
+from media.pacer import Pacer
 from media.rtc import private
 from media.rtc.rtp_sender import PlaceholderTrack, RtpStream, connected, is_rtcp, nominated_pair, rtp_or_rtcp
 
@@ -428,27 +429,26 @@ class ReplayLink:
         self.video = (camera, VideoPacing(mic.streams[1])) if camera is not None else None
         # a browser's capture clock has its own phase, nothing to do with when the transport connected (the
         # server starts sending then): clients that started in step with the server were echoed in step with it
-        self.start = time.monotonic() + random.uniform(0, FRAME / RATE)
+        self.due = time.monotonic() + random.uniform(0, FRAME / RATE)  # when it next has something to send
+        self.pacer = Pacer(FRAME / RATE, start=self.due)
         self.frames = 0  # audio frames sent
-        self.due = self.start  # when it next has something to send
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def send_due(self, now: float) -> None:
         """ConnectionError once the peer has closed."""
         if not self.socket.open:
             raise ConnectionError("the peer has closed")
-        audio_due = self.start + self.frames * FRAME / RATE
-        while audio_due <= now:
+        while self.pacer.take(now):
             self.socket.send(self.mic.streams[0].protected(self.mic.next_packet(), True, self.frames * FRAME))
             if self.video is not None:
                 camera, pacing = self.video
                 while camera.sent <= self.frames * FRAME / RATE * camera.fps:
                     pacing.add(*camera.next_frame())
             self.frames += 1
-            audio_due = self.start + self.frames * FRAME / RATE
         if self.video is not None:
             self.video[1].send(self.socket, now)
-        self.due = now if self.video is not None and self.video[1].queue else audio_due  # paced: every tick
+        paced = self.video is not None and self.video[1].queue  # a frame's packets still to spread: every tick
+        self.due = now if paced else self.pacer.next_due(now)
 
     def end(self, error: BaseException | None = None) -> None:
         if not self.done.done():
@@ -487,7 +487,7 @@ class Ticker:
         self._selector = selectors.DefaultSelector()
         self._links: set[ReplayLink] = set()
         self._timer: asyncio.TimerHandle | None = None  # the next tick, while there are clients
-        self._due = 0.0
+        self._pacer = Pacer(tick)
         self.ticks = 0
 
     def add(self, link: ReplayLink) -> None:
@@ -498,8 +498,8 @@ class Ticker:
         self._links.add(link)
         if self._timer is None:
             loop = asyncio.get_running_loop()
-            self._due = loop.time()
-            self._timer = loop.call_at(self._due, self._tick)
+            self._pacer = Pacer(self.tick)
+            self._timer = loop.call_at(loop.time(), self._tick)
 
     def discard(self, link: ReplayLink, error: BaseException | None = None) -> None:
         if link in self._links:
@@ -521,8 +521,8 @@ class Ticker:
                 self.discard(link, e)
             return
         loop = asyncio.get_running_loop()
-        self._due = max(self._due + self.tick, loop.time())  # behind (a stalled loop): catch up once, not in a burst
-        self._timer = loop.call_at(self._due, self._tick)
+        self._pacer.due(now := loop.time())  # behind (a stalled loop): one tick, then on the grid again
+        self._timer = loop.call_at(self._pacer.next_due(now), self._tick)
 
     def step(self, now: float) -> None:
         """Read each socket that has something, then send what is due."""

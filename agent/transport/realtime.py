@@ -26,7 +26,7 @@ from agent.transport.limits import TokenBucket
 from agent.wire import realtime as rt
 from agent.wire.messages import Error, ServerMessage, State
 from media.aligner import AudioInput, MediaError
-from media.pacer import SpeechPacer
+from media.pacer import Pacer
 
 log = logging.getLogger(__name__)
 PACE_S = 0.04  # speech goes out in 40 ms deltas, as it would play
@@ -72,7 +72,7 @@ class RealtimeConnection(Connection):
     async def _pace(self) -> None:
         """The reply's speech in 40 ms deltas as it would play, on the server's one pacer."""
         loop = asyncio.get_running_loop()
-        pacer = SpeechPacer(PACE_S, MAX_LAG_S)
+        pacer = Pacer.speech(PACE_S, MAX_LAG_S)
         frames = round(PACE_S * 1000 / 20)
         while True:
             await asyncio.sleep(max(0.0, pacer.next_due(loop.time()) - loop.time()))

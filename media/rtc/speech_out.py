@@ -19,7 +19,7 @@ from aiortc import RTCRtpTransceiver
 
 from media.framer import OutputFramer
 from media.opus import SpeechEncoder
-from media.pacer import SpeechPacer
+from media.pacer import Pacer
 from media.rtc.rtp_sender import PlaceholderTrack, RtpStream, ice_route
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ class OutboundSpeech:
     def __init__(self, framer: OutputFramer, max_lag: float = 0.1) -> None:
         self.framer = framer
         self.track = PlaceholderTrack("audio", on_sending=self._sending)
-        self.pacer = SpeechPacer(framer.frame_samples / framer.rate, max_lag)
+        self.pacer = Pacer.speech(framer.frame_samples / framer.rate, max_lag)
         self._encoder = SpeechEncoder(framer.rate)
         self._transceiver: RTCRtpTransceiver | None = None
         self.stream: RtpStream | None = None

@@ -13,13 +13,13 @@ import pytest
 from aiortc.mediastreams import MediaStreamError
 
 from media.framer import OutputFramer
-from media.pacer import SpeechPacer
+from media.pacer import Pacer
 from media.rtc.speech_out import OutboundSpeech, SpeechTicker
 
 
 class Session:
     def __init__(self, fails: type[Exception] | None = None) -> None:
-        self.pacer = SpeechPacer(0.02)
+        self.pacer = Pacer.speech(0.02)
         self.calls: list[float] = []
         self.sent = 0
         self.fails = fails

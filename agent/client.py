@@ -22,6 +22,7 @@ from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 from websockets.asyncio.client import ClientConnection, connect
 
+from agent.impair import ImpairingRelay
 from agent.transport.ice import rtc_configuration
 from media.pacer import Pacer
 from media.rtc.receiver import audio_decoder, tune_receivers
@@ -218,17 +219,18 @@ class AgentClient:
         url: str,
         profile: str = "default",
         video: MediaStreamTrack | None = None,
-        jitter_prefetch: int = 0,
+        jitter_buffer: bool = True,
         mic: Microphone | None = None,
         stock_receiver: bool = False,
     ) -> None:
         self.url = url
-        self.jitter_prefetch = jitter_prefetch
+        self.jitter_buffer = jitter_buffer
         self.stock_receiver = stock_receiver  # aiortc's own receiver as any aiortc app has it: its jitter buffer
         self.target_lang: str | None = None
         self.token: str | None = None
         self.text_only = False  # ask for replies in text only
         self.echo_cancelled = False  # say the client cancels the agent's voice itself (the server then does not)
+        self.relay: ImpairingRelay | None = None  # the network between: what it sends goes through this
         self.profile = profile
         self.mic: Any = mic if mic is not None else MicrophoneTrack()
         self.camera = video
@@ -250,7 +252,7 @@ class AgentClient:
             pc.addTrack(self.camera)
         pc.on("track", self._on_track)
         if not self.stock_receiver:
-            tune_receivers(pc, self.jitter_prefetch, channels=1)
+            tune_receivers(pc, self.jitter_buffer, channels=1)
         await pc.setLocalDescription(await pc.createOffer())  # gathers all candidates
         offer = {"type": "offer", "sdp": pc.localDescription.sdp, "profile": self.profile}
         if self.target_lang:
@@ -266,7 +268,8 @@ class AgentClient:
         self.answer = await self.wait_for(lambda m: m["type"] in ("answer", "error"), timeout)
         if self.answer["type"] == "error":
             raise RuntimeError(f"server refused: {self.answer}")
-        await pc.setRemoteDescription(RTCSessionDescription(self.answer["sdp"], "answer"))
+        sdp = self.answer["sdp"] if self.relay is None else await self.relay.route(self.answer["sdp"])
+        await pc.setRemoteDescription(RTCSessionDescription(sdp, "answer"))
         run = getattr(self.mic, "run", None)
         if run is not None:
             self._tasks.append(asyncio.create_task(run(pc, self._keep)))
@@ -283,7 +286,8 @@ class AgentClient:
 
     def _record(self, frame: av.AudioFrame) -> None:
         self.received.rate = frame.sample_rate
-        self._keep(frame.to_ndarray().reshape(-1) * np.float32(1 / 32768), time.monotonic())  # decoded to mono
+        pcm = frame.to_ndarray().reshape(-1)  # decoded to mono: float, or int16 with the jitter buffer off
+        self._keep(pcm * np.float32(1 / 32768) if pcm.dtype == np.int16 else pcm, time.monotonic())
 
     async def _pull(self, track: MediaStreamTrack) -> None:
         """Frames as an aiortc application reads them: `recv()`, after aiortc's jitter buffer and decoder."""
@@ -341,3 +345,5 @@ class AgentClient:
             await self.pc.close()
         if self.ws is not None:
             await self.ws.close()
+        if self.relay is not None:
+            self.relay.close()

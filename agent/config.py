@@ -82,15 +82,16 @@ class IceConfig:
 
 
 ECHO_CANCELLATION = ("auto", "on", "off")
+JITTER_BUFFER = ("adaptive", "off")
 
 
 @dataclass
 class MediaConfig:
     video_fps: float = 2.0
-    # aiortc's audio jitter buffer holds 4 packets (80 ms) before releasing one.
-    # 0 releases each packet on arrival (the aligner reorders by pts); n > 0
-    # keeps aiortc's buffer with prefetch n (for lossy, jittery links).
-    jitter_prefetch: int = 0
+    # Inbound audio: "adaptive" waits for a missing packet only as long as the line's jitter, then rebuilds it
+    # from the next one's FEC or conceals it (media/jitter.py); "off" uses each packet on arrival and drops one
+    # that comes after a later one (the aligner fills the gap with silence).
+    jitter_buffer: str = "adaptive"
     queue_ticks: int = 50  # 4 s of audio between aligner and engine
     output_backlog_ms: int = 400  # cap for generated speech queued in the framer
     # Live (echo stream) output: beyond one 80 ms frame + 20 ms the backlog sheds
@@ -265,6 +266,8 @@ def load_config(path: str | Path | None = None) -> Config:
     _merge(cfg, data, p.name)
     if cfg.profile not in PROFILES:
         raise ConfigError(f"{p.name}: profile must be one of {', '.join(PROFILES)}")
+    if cfg.media.jitter_buffer not in JITTER_BUFFER:
+        raise ConfigError(f"{p.name}: media.jitter_buffer must be one of {', '.join(JITTER_BUFFER)}")
     if cfg.media.echo_cancellation not in ECHO_CANCELLATION:
         raise ConfigError(f"{p.name}: media.echo_cancellation must be one of {', '.join(ECHO_CANCELLATION)}")
     if not 0 < cfg.media.live_backlog_ms <= cfg.media.live_backlog_max_ms:

@@ -50,10 +50,16 @@ VIDEO_TIME_BASE = Fraction(1, 90_000)
 WARM_FRAMES = 5  # a fresh encoder fades its first frame in: a click at the start of a clip came out 30x weaker
 
 
-def encode_opus(pcm: np.ndarray) -> list[bytes]:
+def encode_opus(pcm: np.ndarray, fec_loss_pct: int = 0) -> list[bytes]:
     """48 kHz mono float32 as 20 ms Opus packets (stereo, as a browser and aiortc send it), flushed. The
-    encoder runs on silence first, as a live one would have; those packets are left out."""
-    codec = opus_encoder(RATE, "stereo", 96_000, {"application": "voip"})  # aiortc's OpusEncoder settings
+    encoder runs on silence first, as a live one would have; those packets are left out. With
+    `fec_loss_pct`, as a browser encodes for a receiver that asked for in-band FEC once it sees that much
+    loss: at its 32 kbit/s, each packet with a copy of the one before."""
+    if fec_loss_pct:
+        options = {"application": "voip", "fec": "1", "packet_loss": str(fec_loss_pct)}
+        codec = opus_encoder(RATE, "stereo", 32_000, options)
+    else:
+        codec = opus_encoder(RATE, "stereo", 96_000, {"application": "voip"})  # aiortc's OpusEncoder settings
     s16 = (np.clip(np.asarray(pcm, np.float32), -1, 1) * 32767).astype(np.int16)
     s16 = np.pad(s16, (WARM_FRAMES * FRAME, -s16.size % FRAME))
     packets: list[bytes] = []

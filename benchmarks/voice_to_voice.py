@@ -42,6 +42,7 @@ import numpy as np
 
 from agent.bench import spawn_server
 from agent.client import RATE, AgentClient, CameraTrack
+from agent.impair import ImpairingRelay, Impairment
 from agent.machine import machine
 from agent.transport.ice import set_host_addresses
 from benchmarks import corpus
@@ -50,6 +51,13 @@ from benchmarks.harness import CHROMIUM, ChatServer, chromium_flags, wait_until,
 
 ANSWER = ["All right, ", "here is a short answer. ", "It has a second sentence."]  # starts loud, like most replies
 NOISE_SEEDS = {"default": 11, "in_car": 12}  # every run hears the same noise
+# The networks of issue 32: jitter ms / loss %, each with its own seed (every run meets the same line)
+LINES = {
+    "clean": Impairment(),
+    "20/1": Impairment(jitter_ms=20, loss=0.01, seed=21),
+    "40/3": Impairment(jitter_ms=40, loss=0.03, seed=43),
+    "60/10": Impairment(jitter_ms=60, loss=0.10, seed=610),
+}
 SLOT_S = 4.0  # Chromium: the silence after each utterance, for its reply to start and be stopped
 STAGES = (
     "voice_to_voice_ms",
@@ -155,10 +163,15 @@ def report(row: dict) -> None:
 # ---------------------------------------------------------------- aiortc's own receiver
 
 
-async def aiortc_session(url: str, profile: str, clips: list[corpus.Clip], condition: str, noise: float) -> list:
+async def aiortc_session(
+    url: str, profile: str, clips: list[corpus.Clip], condition: str, noise: float, line: str = "clean"
+) -> list:
     camera = CameraTrack(fps=10, image=face_image()) if profile == "default" else None
     client = AgentClient(url, profile=profile, video=camera, stock_receiver=True)
-    if condition == "noisy":
+    if line != "clean":  # the client's media through the impairing relay (agent/impair.py)
+        client.relay = ImpairingRelay(LINES[line])
+        condition = f"{condition} {line}"
+    if condition.startswith("noisy"):
         client.mic.background = corpus.road_noise(30.0, seed=NOISE_SEEDS[profile]) * noise
     await client.connect()
     rows = []
@@ -304,7 +317,7 @@ def summarise(rows: list[dict]) -> dict:
     """Median and p95 of each stage, per client and condition, and of voice to voice per kind."""
     out: dict = {}
     for client in sorted({r["client"] for r in rows}):
-        for condition in ("clean", "noisy", "all"):
+        for condition in [*dict.fromkeys(r["condition"] for r in rows if r["client"] == client), "all"]:
             mine = [r for r in rows if r["client"] == client and condition in (r["condition"], "all")]
             if not mine:
                 continue
@@ -365,6 +378,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description="cascade voice to voice on the corpus")
     ap.add_argument("--client", nargs="+", choices=["aiortc", "chromium"], default=["aiortc", "chromium"])
     ap.add_argument("--condition", nargs="+", choices=["clean", "noisy"], default=["clean", "noisy"])
+    ap.add_argument("--line", nargs="+", choices=list(LINES), default=["clean"],
+                    help="the network between the aiortc client and the server: jitter ms / loss %%")  # fmt: skip
     ap.add_argument("--limit", type=int, default=None, help="only the corpus's first N utterances")
     ap.add_argument("--every", type=int, default=1, help="only every Nth utterance (a quick look)")
     ap.add_argument("--server-dir", type=Path, default=None, help="run the server from this checkout")
@@ -395,15 +410,18 @@ def main() -> None:
     drain(proc)
     rows: list[dict] = []
     try:
-        for client in args.client:
-            for condition in args.condition:
-                for profile, mine in groups(clips):
-                    print(f"{client}, {condition}, {profile}: {len(mine)} utterances", flush=True)
-                    if client == "aiortc":
-                        url = http.replace("http", "ws", 1) + "/ws"
-                        rows += asyncio.run(aiortc_session(url, profile, mine, condition, noise))
-                    else:
-                        rows += chromium_session(http, profile, mine, condition, noise)
+        for line in args.line:
+            for client in args.client:
+                for condition in args.condition:
+                    for profile, mine in groups(clips):
+                        print(f"{client}, {condition}, line {line}, {profile}: {len(mine)} utterances", flush=True)
+                        if client == "aiortc":
+                            url = http.replace("http", "ws", 1) + "/ws"
+                            rows += asyncio.run(aiortc_session(url, profile, mine, condition, noise, line))
+                        elif line == "clean":
+                            rows += chromium_session(http, profile, mine, condition, noise)
+                        else:
+                            print("  (Chromium's page is not run through the relay: left out)", flush=True)
         judged = verdicts(http)
     finally:
         proc.terminate()

@@ -1,4 +1,5 @@
-"""Opus encoding for the outbound speech, on the event loop.
+"""Opus both ways: encoding the outbound speech on the event loop; decoding the inbound audio with loss
+concealment and in-band FEC.
 
 aiortc's path for an `av.AudioFrame` cost ~0.45 ms of CPU per 20 ms frame
 (EPYC): it resamples our 24 kHz mono to 48 kHz stereo, encodes 96 kbit/s
@@ -11,6 +12,10 @@ speech; its packets leave as RTP below aiortc's sender (media/rtc/speech_out.py)
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import glob
+import os
 from fractions import Fraction
 
 import av
@@ -76,3 +81,98 @@ class SpeechEncoder:
         if self._silent_run == self.SETTLE:
             self._silence = payload
         return payload
+
+
+def _libopus() -> ctypes.CDLL:
+    """The libopus inside PyAV's wheel (the one its decoder uses), so nothing more needs installing; a system
+    libopus where PyAV was built against one."""
+    bundled = sorted(glob.glob(os.path.join(os.path.dirname(av.__file__), os.pardir, "av.libs", "libopus*.so*")))
+    path = bundled[0] if bundled else ctypes.util.find_library("opus")
+    if path is None:
+        raise RuntimeError("no libopus found: neither in PyAV's wheel nor on the system")
+    lib = ctypes.CDLL(path)
+    lib.opus_decoder_create.restype = ctypes.c_void_p
+    lib.opus_decoder_create.argtypes = [ctypes.c_int32, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+    lib.opus_decoder_destroy.argtypes = [ctypes.c_void_p]
+    lib.opus_decode_float.restype = ctypes.c_int
+    lib.opus_decode_float.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_char_p,
+        ctypes.c_int32,
+        ctypes.c_void_p,
+        ctypes.c_int,
+        ctypes.c_int,
+    ]
+    lib.opus_packet_has_lbrr.restype = ctypes.c_int
+    lib.opus_packet_has_lbrr.argtypes = [ctypes.c_char_p, ctypes.c_int32]
+    return lib
+
+
+_lib: ctypes.CDLL | None = None
+
+
+class OpusError(ValueError):
+    """A packet libopus could not decode."""
+
+
+class OpusDecoder:
+    """Inbound Opus to float32 PCM, with what a lost packet needs: concealment and in-band FEC.
+
+    PyAV's decoder (FFmpeg's libopus wrapper) offers neither: FFmpeg takes an
+    empty packet for the end of the stream, and it always decodes with
+    `decode_fec` 0. libopus itself does both (a NULL packet conceals; the
+    next packet's LBRR data, decoded with `decode_fec` 1, rebuilds the lost
+    one), so this calls it through ctypes. No maintained binding loads the
+    libopus PyAV ships (opuslib-next needs a system libopus that a fresh
+    install does not have). ~0.03 ms a 20 ms packet.
+    """
+
+    def __init__(self, rate: int = 48_000, channels: int = 1) -> None:
+        global _lib
+        if _lib is None:
+            _lib = _libopus()
+        self._lib = _lib
+        self.rate, self.channels = rate, channels
+        err = ctypes.c_int(0)
+        self._state = self._lib.opus_decoder_create(rate, channels, ctypes.byref(err))
+        if err.value != 0 or not self._state:
+            raise RuntimeError(f"opus_decoder_create failed ({err.value})")
+        self._pcm = np.zeros(rate * 120 // 1000 * channels, np.float32)  # the longest Opus packet: 120 ms
+
+    def close(self) -> None:
+        if self._state:
+            self._lib.opus_decoder_destroy(self._state)
+            self._state = None
+
+    def __del__(self) -> None:
+        self.close()
+
+    def _run(self, data: bytes | None, samples: int, fec: int) -> np.ndarray:
+        n = self._lib.opus_decode_float(
+            self._state, data, len(data) if data else 0, self._pcm.ctypes.data, samples, fec
+        )
+        if n < 0:
+            raise OpusError(f"libopus could not decode a packet (error {n})")
+        return self._pcm[: n * self.channels].copy()
+
+    def decode(self, payload: bytes) -> np.ndarray:
+        """One packet's audio, interleaved."""
+        if not payload:
+            raise OpusError("an empty Opus packet")
+        return self._run(payload, self._pcm.size // self.channels, 0)
+
+    def conceal(self, samples: int) -> np.ndarray:
+        """`samples` (a multiple of 2.5 ms) made up for a lost packet from what came before it."""
+        return self._run(None, samples, 0)
+
+    def recover(self, following: bytes, samples: int) -> np.ndarray:
+        """The lost packet before `following`, from the FEC copy it carries (concealed where it has none)."""
+        return self._run(following, samples, 1)
+
+    @staticmethod
+    def carries_fec(payload: bytes) -> bool:
+        """Whether a packet holds an FEC copy of the one before it (LBRR)."""
+        global _lib
+        if _lib is None:
+            _lib = _libopus()
+        return bool(payload) and _lib.opus_packet_has_lbrr(payload, len(payload)) > 0

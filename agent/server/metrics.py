@@ -117,6 +117,19 @@ class _SessionCollector(Collector):
                     family.add_metric([k.removeprefix(f"{prefix}_")], v)
             yield family
         yield from _echo_families(live, totals)
+        gauges = [p.transport_gauges() for p in live]
+        targets = [g["jitter_target_ms"] for g in gauges if "jitter_target_ms" in g]
+        if targets:
+            yield GaugeMetricFamily(
+                "omni_jitter_target_ms",
+                "How long the inbound audio's jitter buffer waits for a missing packet: the worst live session's",
+                value=max(targets),
+            )
+            yield GaugeMetricFamily(
+                "omni_jitter_depth_packets",
+                "Inbound audio packets held for one missing before them, all live sessions",
+                value=sum(g.get("jitter_depth", 0) for g in gauges),
+            )
         speech_over = CounterMetricFamily(
             "omni_interruptions", "Speech over the agent's reply, held and judged", labels=["outcome"]
         )

@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 # How one series of several workers becomes one: a total by default (counters, histograms, and gauges that count
 # things now, as prometheus-client's multiprocess "livesum"); the worst for these gauges; the mean for those that
 # are a level or a ratio; the earliest for a `_created` stamp.
-MAX_GAUGES = {"omni_overload_level", "process_max_fds", "process_start_time_seconds"}
+MAX_GAUGES = {"omni_overload_level", "omni_jitter_target_ms", "process_max_fds", "process_start_time_seconds"}
 MEAN_GAUGES = {"omni_echo_reduction_db", "omni_echo_delay_ms"}
 
 

@@ -128,6 +128,7 @@ class SessionPump:
         self.text_only_asked = False
         self.echo_failed = False
         self.transport_counters: Callable[[], dict[str, float]] = dict  # set by the transport: what it dropped
+        self.transport_gauges: Callable[[], dict[str, float]] = dict  # ... and its state now (the jitter buffer's)
         self._reply_from: int | None = None  # the framer's speech frames out when this reply's first came in
         engine.played_ms = self.played_ms
 

@@ -20,10 +20,10 @@ from aiortc import RTCPeerConnection, RTCSessionDescription
 from agent.config import Config
 from agent.transport.connection import Connection
 from agent.transport.ice import rtc_configuration
-from agent.wire.signalling import ProtocolError
+from agent.wire.signalling import ProtocolError, with_inband_fec
 from media.aligner import MediaError
 from media.av_convert import audio_input, video_input
-from media.rtc.receiver import audio_decoder, inbound_counters, tune_receivers
+from media.rtc.receiver import audio_decoder, inbound_counters, jitter_buffers, tune_receivers
 from media.rtc.speech_out import OutboundSpeech
 from media.rtc.srtp_receive import DirectReceive
 from media.rtc.tracks import drain
@@ -56,7 +56,7 @@ class Peer:
             raise ProtocolError("bad_sdp", "the offer has no usable audio section", True)
         # pictures back at twice the aligner's video rate (4 a second), not a camera's 10-30: each costs the loop
         every_s = 1 / (2 * self.config.media.video_fps)
-        tune_receivers(pc, self.config.media.jitter_prefetch, channels=1, video_every_s=every_s)
+        tune_receivers(pc, self.config.media.jitter_buffer == "adaptive", channels=1, video_every_s=every_s)
         try:
             pump = await self.conn.open_session(self.config, options)
         except ValueError as exc:
@@ -67,12 +67,15 @@ class Peer:
             pump.client_cancels_echo()
         self.outbound = OutboundSpeech(pump.framer)
         pump.transport_counters = self.counters
+        pump.transport_gauges = self.gauges
         sender = pc.addTrack(self.outbound.track)  # joins the offered audio transceiver: sendrecv
         (transceiver,) = [t for t in pc.getTransceivers() if t.sender is sender]
         self.outbound.attach(transceiver, lambda exc: self.conn.fail("engine", f"speech output stopped: {exc}"))
         self.last_audio = time.monotonic()
         self.conn.spawn(self._watchdog(), "watchdog")
         answer = await pc.createAnswer()
+        if self.config.media.jitter_buffer == "adaptive":  # which rebuilds a lost packet from the next one's FEC
+            answer = RTCSessionDescription(with_inband_fec(answer.sdp), answer.type)
         await pc.setLocalDescription(answer)
         return pc.localDescription.sdp
 
@@ -83,6 +86,13 @@ class Peer:
         if self.outbound is not None:
             out["output_late_resets"] = self.outbound.late_resets
         return out
+
+    def gauges(self) -> dict[str, float]:
+        """The inbound audio's jitter buffer now: its target delay and the packets it holds."""
+        buffers = jitter_buffers(self.pc) if self.pc is not None else []
+        if not buffers:
+            return {}
+        return {"jitter_target_ms": max(b.target_ms for b in buffers), "jitter_depth": sum(b.depth for b in buffers)}
 
     def _on_track(self, track: Any) -> None:
         if track.kind == "audio":

@@ -113,3 +113,27 @@ def check_offer(msg: dict[str, Any], limits: Limits) -> Offer:
         msg.get("echo_cancelled", False),
         token if isinstance(token, str) else None,
     )
+
+
+def with_inband_fec(sdp: str) -> str:
+    """An answer that asks for Opus in-band FEC (`useinbandfec=1`, RFC 7587): a browser then adds to each
+    packet a low-rate copy of the one before it once it sees loss, which the receiver rebuilds a lost packet
+    from (media.jitter). aiortc writes no fmtp for Opus, so the line is added or extended here."""
+    lines = sdp.split("\r\n")
+    opus = {
+        ln.split()[0].removeprefix("a=rtpmap:")
+        for ln in lines
+        if ln.lower().startswith("a=rtpmap:") and " opus/" in ln.lower()
+    }
+    out: list[str] = []
+    for ln in lines:
+        pt = ln.split()[0].removeprefix("a=fmtp:") if ln.startswith("a=fmtp:") else None
+        if pt in opus:
+            opus.discard(pt)
+            if "useinbandfec" not in ln:
+                ln += ";useinbandfec=1"
+        out.append(ln)
+    for pt in opus:  # no fmtp line yet: one after the rtpmap
+        at = next(i for i, ln in enumerate(out) if ln.startswith(f"a=rtpmap:{pt} "))
+        out.insert(at + 1, f"a=fmtp:{pt} useinbandfec=1")
+    return "\r\n".join(out)

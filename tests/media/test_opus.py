@@ -1,12 +1,13 @@
 """The outbound speech encoder: one Opus packet a 20 ms frame, on the framer's pts, that any peer decodes."""
 
 import numpy as np
+import pytest
 from aiortc.codecs import get_decoder
 from aiortc.jitterbuffer import JitterFrame
 from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 
 from media.framer import OutputFramer
-from media.opus import SpeechEncoder
+from media.opus import OpusDecoder, OpusError, SpeechEncoder
 from media.pcm import StreamResampler
 
 OPUS = RTCRtpCodecParameters(mimeType="audio/opus", clockRate=48000, channels=2, payloadType=111)
@@ -63,3 +64,43 @@ def test_digital_silence_is_encoded_until_settled_then_resent_and_speech_after_i
     again = got[2 * 480 * (len(frames) + len(silence)) :]
     assert np.abs(again).max() > 0.8 * 12_000
     assert float(np.corrcoef(first, again)[0, 1]) > 0.99
+
+
+def voice_packets(seconds: float = 1.0, fec_loss_pct: int = 10) -> tuple[np.ndarray, list[bytes]]:
+    """A voiced sweep at 48 kHz, encoded as a browser that sees loss encodes it (32 kbit/s, in-band FEC)."""
+    from agent.replay import encode_opus
+
+    t = np.arange(int(48_000 * seconds)) / 48_000
+    pcm = (0.3 * np.sin(2 * np.pi * (150 + 100 * t) * t) * (1 + 0.5 * np.sin(2 * np.pi * 3 * t))).astype(np.float32)
+    return pcm, encode_opus(pcm, fec_loss_pct=fec_loss_pct)
+
+
+def test_a_lost_packet_is_rebuilt_from_the_next_ones_fec_copy_closer_than_concealment_makes_it_up():
+    _, packets = voice_packets()
+    assert sum(OpusDecoder.carries_fec(p) for p in packets) > len(packets) // 2
+    whole = OpusDecoder()
+    reference = [whole.decode(p) for p in packets]
+    errors: dict[str, list[float]] = {"fec": [], "concealed": []}
+    for lost in range(10, len(packets) - 1, 7):
+        if not OpusDecoder.carries_fec(packets[lost + 1]):
+            continue
+        for how in errors:
+            dec = OpusDecoder()
+            for p in packets[:lost]:
+                dec.decode(p)
+            made = dec.recover(packets[lost + 1], 960) if how == "fec" else dec.conceal(960)
+            assert made.shape == (960,) and np.abs(made).max() > 0.01  # not silence
+            err = np.sum((made - reference[lost]) ** 2) / np.sum(reference[lost] ** 2)
+            errors[how].append(float(err))
+    assert len(errors["fec"]) >= 4
+    assert np.median(errors["fec"]) < 0.5 * np.median(errors["concealed"]), errors
+
+
+def test_a_packet_libopus_cannot_read_is_an_error_not_a_crash():
+    dec = OpusDecoder()
+    with pytest.raises(OpusError):
+        dec.decode(b"")
+    with pytest.raises(OpusError):
+        dec.decode(b"\xff" * 3)
+    _, packets = voice_packets(0.2)
+    assert dec.decode(packets[0]).shape == (960,)  # and it decodes on

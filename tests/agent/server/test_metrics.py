@@ -37,7 +37,12 @@ async def test_metrics_move_with_a_real_session():
     # what the media transport drops is counted too (no packet comes late or garbled on loopback)
     transport = {k[1][0][1]: v for k, v in during.items() if k[0] == "omni_transport_events_total"}
     assert transport.keys() == {
+        "audio_packets",
         "audio_late_packets",
+        "audio_lost_packets",
+        "audio_fec_recovered_packets",
+        "audio_concealed_packets",
+        "audio_waiting_packets",
         "audio_undecodable_packets",
         "srtp_undecryptable_packets",
         "video_frames_decoded",
@@ -46,6 +51,8 @@ async def test_metrics_move_with_a_real_session():
         "output_late_resets",
     }
     assert transport["audio_late_packets"] == transport["audio_undecodable_packets"] == 0
+    assert transport["audio_packets"] > 50 and transport["audio_lost_packets"] == 0
+    assert during[("omni_jitter_target_ms", ())] >= 0 and during[("omni_jitter_depth_packets", ())] >= 0
     assert transport["srtp_undecryptable_packets"] == transport["video_frames_shed"] == 0
     assert transport["video_undecodable_frames"] == 0 and transport["video_frames_decoded"] > 0
     # what the engine's outbox dropped for room is shown too (nothing here: the reply is pulled as it comes)

@@ -1,11 +1,12 @@
-"""Each way a client message can be wrong maps to one error code, and says whether the session can go on."""
+"""Each way a client message can be wrong maps to one error code, and says whether the session can go on; the
+answer asks for Opus FEC."""
 
 import json
 
 import pytest
 
 from agent.wire.messages import Bye, ClientMetrics, Interrupt, Offer, Text, to_wire
-from agent.wire.signalling import MAX_TEXT_CHARS, Limits, ProtocolError, parse_message
+from agent.wire.signalling import MAX_TEXT_CHARS, Limits, ProtocolError, parse_message, with_inband_fec
 
 SDP = "\r\n".join(
     [
@@ -78,3 +79,15 @@ def test_size_limits_are_the_configs():
     assert refused(offer(), Limits(max_sdp_bytes=20)).code == "too_large"
     assert isinstance(parse_message(offer(), Limits(max_m_lines=2)), Offer)
     assert refused(offer(), Limits(max_m_lines=1)).code == "bad_sdp"
+
+
+def test_the_answer_asks_for_opus_fec_and_leaves_other_codecs_alone():
+    bare = "m=audio 9 UDP/TLS/RTP/SAVPF 111 0\r\na=rtpmap:111 opus/48000/2\r\na=rtpmap:0 PCMU/8000\r\n"
+    assert with_inband_fec(bare) == (
+        "m=audio 9 UDP/TLS/RTP/SAVPF 111 0\r\na=rtpmap:111 opus/48000/2\r\na=fmtp:111 useinbandfec=1\r\n"
+        "a=rtpmap:0 PCMU/8000\r\n"
+    )
+    with_fmtp = "a=rtpmap:96 opus/48000/2\r\na=fmtp:96 minptime=10\r\n"
+    assert with_inband_fec(with_fmtp) == "a=rtpmap:96 opus/48000/2\r\na=fmtp:96 minptime=10;useinbandfec=1\r\n"
+    assert with_inband_fec(with_inband_fec(with_fmtp)) == with_inband_fec(with_fmtp)
+    assert with_inband_fec("a=rtpmap:8 PCMA/8000\r\n") == "a=rtpmap:8 PCMA/8000\r\n"

@@ -121,7 +121,7 @@ async def test_window_rate_gives_aiortcs_figures_and_is_installed_for_video():
     pc = RTCPeerConnection()
     pc.addTransceiver("audio")
     pc.addTransceiver("video")
-    tune_receivers(pc, prefetch=0)
+    tune_receivers(pc)
     (video,) = [t.receiver for t in pc.getTransceivers() if t.kind == "video"]
     estimator = video._RTCRtpReceiver__remote_bitrate_estimator
     assert isinstance(estimator, ThrottledRemb) and isinstance(estimator.estimator.incoming_bitrate, WindowRate)

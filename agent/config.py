@@ -241,6 +241,8 @@ def _merge(obj: Any, data: dict[str, Any], where: str) -> None:
                 raise ConfigError(f"{where}.{key}: expected a mapping")
             _merge(current, value, f"{where}.{key}")
         else:
+            if isinstance(current, str) and isinstance(value, bool):
+                value = "on" if value else "off"  # YAML 1.1 reads an unquoted on or off as a boolean
             if (
                 current is not None
                 and not isinstance(value, type(current))

@@ -88,17 +88,28 @@ def serve_chat(first_token_s: float, urls: multiprocessing.Queue) -> None:
     chat.thread.join()
 
 
-def verdicts(http: str) -> dict[str, float]:
-    """The engine's end-of-turn counters so far, from the server's /metrics."""
+def counted(http: str, family: str, prefix: str) -> dict[str, float]:
+    """The server's counters of one /metrics family so far, by event, those whose name starts with `prefix`."""
     from prometheus_client.parser import text_string_to_metric_families
 
     body = urllib.request.urlopen(f"{http}/metrics", timeout=5).read().decode()
     return {
         s.labels["event"]: s.value
-        for family in text_string_to_metric_families(body)
-        for s in family.samples
-        if s.name == "omni_engine_events_total" and s.labels["event"].startswith("end_of_turn")
+        for family_ in text_string_to_metric_families(body)
+        for s in family_.samples
+        if s.name == f"{family}_total" and s.labels["event"].startswith(prefix)
     }
+
+
+def verdicts(http: str) -> dict[str, float]:
+    """The engine's end-of-turn counters so far."""
+    return counted(http, "omni_engine_events", "end_of_turn")
+
+
+def inbound_audio(http: str, before: dict[str, float]) -> dict[str, float]:
+    """What the server's inbound audio path counted since `before` (packets, late, lost, made up)."""
+    now = counted(http, "omni_transport_events", "audio_")
+    return {k: v - before.get(k, 0) for k, v in now.items()}
 
 
 def groups(clips: list[corpus.Clip]) -> list[tuple[str, list[corpus.Clip]]]:
@@ -409,8 +420,10 @@ def main() -> None:
     proc, http = spawn_server(*extra, cwd=args.server_dir)
     drain(proc)
     rows: list[dict] = []
+    network: dict[str, dict[str, float]] = {}
     try:
         for line in args.line:
+            before = counted(http, "omni_transport_events", "audio_")
             for client in args.client:
                 for condition in args.condition:
                     for profile, mine in groups(clips):
@@ -422,6 +435,8 @@ def main() -> None:
                             rows += chromium_session(http, profile, mine, condition, noise)
                         else:
                             print("  (Chromium's page is not run through the relay: left out)", flush=True)
+            network[line] = inbound_audio(http, before)
+            print(f"line {line}: the server's inbound audio {network[line]}", flush=True)
         judged = verdicts(http)
     finally:
         proc.terminate()
@@ -444,6 +459,7 @@ def main() -> None:
                 "corpus": corpus.summary(clips),
                 "noise_snr_db": corpus.NOISE_SNR_DB,
                 "end_of_turn_counters": judged,
+                "inbound_audio_by_line": network,
                 "machine": machine(),
                 "summary": summary,
                 "turns": rows,

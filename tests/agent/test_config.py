@@ -1,5 +1,7 @@
 """Each setting has one source: the YAML of the server's profile, or of the profile a session asked for."""
 
+import pytest
+
 from agent.config import CONFIG_DIR, END_SILENCE_MS, EngineConfig, load_config, profile_config
 from agent.profiles import Profile
 
@@ -11,3 +13,15 @@ def test_a_sessions_end_of_turn_silence_comes_from_its_profiles_yaml():
     assert translate.session_options()["end_silence_ms"] == 400  # configs/translate.yaml
     assert profile_config(base, "in_car").session_options()["end_silence_ms"] == END_SILENCE_MS
     assert "end_silence_ms" not in Profile.__slots__  # not a second source beside the YAML
+
+
+def test_off_unquoted_in_yaml_is_the_switch_off_not_a_type_error(tmp_path):
+    path = tmp_path / "off.yaml"
+    path.write_text("media:\n  echo_cancellation: off\n  jitter_buffer: off\n")  # YAML 1.1: off is false
+    media = load_config(path).media
+    assert (media.echo_cancellation, media.jitter_buffer) == ("off", "off")
+    path.write_text("media:\n  echo_cancellation: on\n")
+    assert load_config(path).media.echo_cancellation == "on"
+    path.write_text("media:\n  jitter_buffer: on\n")  # not one of its settings: said so
+    with pytest.raises(ValueError, match="jitter_buffer must be one of adaptive, off"):
+        load_config(path)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import os
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +17,8 @@ import cv2
 import numpy as np
 import pytest
 
-from benchmarks.harness import CHROMIUM, chromium_flags, pink_noise, read_wav, speech_wav, write_wav
+from agent.impair import ImpairingRelay, Impairment
+from benchmarks.harness import CHROMIUM, chromium_flags, pink_noise, read_wav, scrape_metrics, speech_wav, write_wav
 from tests.support import loopback_only
 
 pytestmark = pytest.mark.browser
@@ -235,3 +239,67 @@ def test_page_loads_clean_and_its_controls_reset_on_hang_up(echo_url, tmp_path):
         assert page.locator("#camera").get_attribute("aria-pressed") == "false"
         assert page.locator("#mic").inner_text() == "Mic on" and page.locator("#mic").is_disabled()
         assert not problems, problems
+
+
+@contextlib.contextmanager
+def through_relay(page, line: Impairment) -> Iterator[ImpairingRelay]:
+    """The page's media through the impairing relay (agent/impair.py): the server's answer, on its way to the
+    page, names the relay in the server's place. The relay runs on an event loop of its own."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    relay = ImpairingRelay(line)
+
+    def rewrite(message: str | bytes) -> str | bytes:
+        msg = json.loads(message) if isinstance(message, str) else None
+        if not isinstance(msg, dict) or msg.get("type") not in ("offer", "answer"):
+            return message
+        route = relay.route if msg["type"] == "answer" else relay.route_offer
+        msg["sdp"] = asyncio.run_coroutine_threadsafe(route(msg["sdp"]), loop).result(10)
+        return json.dumps(msg)
+
+    def route(ws) -> None:
+        server = ws.connect_to_server()
+        ws.on_message(lambda message: server.send(rewrite(message)))
+        server.on_message(lambda message: ws.send(rewrite(message)))
+
+    page.route_web_socket(re.compile(r"/ws$"), route)
+    try:
+        yield relay
+    finally:
+        loop.call_soon_threadsafe(relay.close)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+
+
+def test_the_page_is_heard_right_over_a_jittery_lossy_line_and_its_lost_packets_rebuilt(cascade_url, tmp_path):
+    with browser(tmp_path, "What time is it?") as page, through_relay(page, Impairment(40, 0.05, seed=5)) as relay:
+        page.goto(cascade_url)
+        page.click("#connect")
+        page.wait_for_function(
+            """(() => { const ms = window.omni.messages.filter(m => m.type === 'transcript' && m.final);
+                const i = ms.findIndex(m => m.role === 'user' && /time/i.test(m.text));
+                return i >= 0 && ms.slice(i).some(m => m.role === 'assistant'); })()""",
+            timeout=90_000,
+        )
+        finals = [m for m in page.evaluate("window.omni.messages") if m["type"] == "transcript" and m["final"]]
+        heard = [m["text"] for m in finals if m["role"] == "user"]
+        asked = next(i for i, m in enumerate(finals) if m["role"] == "user" and "time" in m["text"].lower())
+        reply = next(m["text"] for m in finals[asked:] if m["role"] == "assistant")
+        port = int(cascade_url.rsplit(":", 1)[1].strip("/"))
+
+        def counted() -> dict[str, float]:
+            return {k[1][0][1]: v for k, v in scrape_metrics(port).items() if k[0] == "omni_transport_events_total"}
+
+        assert re.fullmatch(r"It's \d{1,2}:\d\d [AP]M\.", reply), reply
+        # Chromium adds FEC to its packets once the answer has asked for it and aiortc's receiver reports (every
+        # second or so) show it loss; the microphone's file loops, so the page goes on talking meanwhile
+        for _ in range(60):
+            if counted()["audio_fec_recovered_packets"] > 0:
+                break
+            page.wait_for_timeout(500)
+        got = counted()
+        print(f"heard {heard}, replied {reply!r}; relay {relay.stats}; server {got}")
+        assert relay.stats.dropped > 0 and got["audio_lost_packets"] > 0
+        assert got["audio_late_packets"] <= 0.01 * got["audio_packets"]
+        assert got["audio_fec_recovered_packets"] > 0

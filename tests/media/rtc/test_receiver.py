@@ -5,6 +5,7 @@ import threading
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 from aiortc.codecs import get_decoder
 from aiortc.jitterbuffer import JitterFrame
 from aiortc.rtp import RtpPacket
@@ -184,3 +185,25 @@ def test_remb_estimates_go_out_every_200_ms_unless_one_falls_by_more_than_3_perc
     out = [remb.add(arrival_time_ms=t, abs_send_time=0, payload_size=1, ssrc=1) for t in (0, 10, 20, 30, 40, 250, 260)]
     # sent: the first; 960 (4 % under 1000) at once; 1100 after 200 ms; 900 (18 % under 1100) at once
     assert [r[0] if r else None for r in out] == [1000, None, None, 960, None, 1100, 900]
+
+
+@pytest.mark.parametrize("fec", [True, False])
+async def test_a_lost_packet_reaches_the_sink_made_up_in_its_place_once_given_up(fec):
+    from media.rtc.jitter_buffer import SequencedFrame
+    from tests.media.test_opus import voice_packets
+
+    decoder = InlineAudioDecoder(SimpleNamespace(track=None), channels=1)  # type: ignore[arg-type]
+    got = []
+    decoder.sink = got.append
+    _, packets = voice_packets(0.4, fec_loss_pct=10 if fec else 0)  # with FEC as a browser sends once it sees loss
+    lost = 12
+    for i, p in enumerate(packets):
+        if i != lost:
+            decoder.put((OPUS, SequencedFrame(p, 1000 + 960 * i, 7 + i)))
+    assert len(got) == lost  # the packets after it wait for it ...
+    await asyncio.sleep(0.2)  # ... until it is given up (a line not yet measured: 60 ms after it was due)
+    assert [f.pts for f in got] == [1000 + 960 * i for i in range(len(packets))]
+    assert (decoder.recovered, decoder.concealed) == ((1, 0) if fec else (0, 1))
+    assert decoder.buffer.stats.lost == 1
+    made_up = got[lost].to_ndarray().reshape(-1)
+    assert got[lost].format.name == "flt" and np.abs(made_up).max() > 0.05  # the voice, not silence

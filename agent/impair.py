@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -63,15 +64,15 @@ CANDIDATE = re.compile(r"^(a=candidate:\S+ \d+ udp \d+ )(\S+) (\d+)( typ .*)$", 
 
 
 class _Side(asyncio.DatagramProtocol):
-    def __init__(self, on_datagram: object) -> None:
+    def __init__(self, on_datagram: Callable[[bytes, tuple[str, int]], None]) -> None:
         self.on_datagram = on_datagram
         self.transport: asyncio.DatagramTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = transport  # type: ignore[assignment]  # a datagram endpoint's
 
     def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
-        self.on_datagram(data, addr)  # type: ignore[operator]
+        self.on_datagram(data, addr)
 
 
 class ImpairingRelay:

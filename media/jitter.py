@@ -86,18 +86,21 @@ class AdaptiveJitterBuffer:
     """Packets in (sequence number, timestamp, payload, arrival time), slots out in order."""
 
     def __init__(self, clock_rate: int = 48_000, config: JitterConfig | None = None) -> None:
-        self.config = cfg = config or JitterConfig()
+        self.config = config or JitterConfig()
         self.rate = clock_rate
         self.stats = JitterStats()
         self._held: dict[int, tuple[int, bytes]] = {}
         self._next: int | None = None  # the sequence number of the next slot
         self._seq = 0  # the last sequence number seen (unwrapped)
         self._ts = 0  # ... and timestamp
-        self._played_ts: int | None = None  # the timestamp of the last slot out
         self._frame = clock_rate // 50  # a packet's length, as the stream shows it
-        self._least_transit = _WindowExtreme(cfg.window, greatest=False)
-        self._most_transit = _WindowExtreme(cfg.window, greatest=True)
         self._base = 0.0  # the least transit in the window: a packet that came as early as any
+        self._start_measuring()
+
+    def _start_measuring(self) -> None:
+        window = self.config.window
+        self._least_transit = _WindowExtreme(window, greatest=False)
+        self._most_transit = _WindowExtreme(window, greatest=True)
 
     def push(self, sequence: int, timestamp: int, payload: bytes, now: float) -> list[Slot]:
         """A packet as it arrived; the slots that can go now."""
@@ -109,6 +112,7 @@ class AdaptiveJitterBuffer:
             out = [Slot(ts, self._frame, payload) for _, (ts, payload) in sorted(self._held.items())]
             self._held.clear()
             self._next = None
+            self._start_measuring()  # its timestamps start anywhere: the old transit times say nothing of it
         if self._next is None:
             self._seq, self._ts, self._next = sequence, timestamp, sequence
         seq, ts = _unwrap(sequence, self._seq, 16), _unwrap(timestamp, self._ts, 32)

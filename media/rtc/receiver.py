@@ -55,6 +55,7 @@ class InlineAudioDecoder:
         self.errors = 0
         self.buffer = AdaptiveJitterBuffer()
         self._opus: OpusDecoder | None = None
+        self._time_base = Fraction(1, 48_000)
         self._timer: asyncio.TimerHandle | None = None
         self.recovered = 0  # lost packets rebuilt from the next one's FEC copy
         self.concealed = 0  # ... made up by concealment
@@ -75,6 +76,7 @@ class InlineAudioDecoder:
         if isinstance(encoded, SequencedFrame) and codec.name.lower() == "opus":
             if self._opus is None:
                 self._opus = OpusDecoder(codec.clockRate, self._channels)
+                self._time_base = Fraction(1, codec.clockRate)
             loop = asyncio.get_running_loop()
             self._play(self.buffer.push(encoded.sequence, encoded.timestamp, encoded.data, loop.time()), loop)
             return
@@ -123,7 +125,7 @@ class InlineAudioDecoder:
             )
             frame.sample_rate = opus.rate
             frame.pts = slot.timestamp
-            frame.time_base = Fraction(1, opus.rate)
+            frame.time_base = self._time_base
             self._deliver(frame)
         if self._timer is not None:
             self._timer.cancel()

@@ -204,10 +204,18 @@ LAG = "omni_event_loop_lag_seconds_bucket"
 DECODING_CPU = "omni_video_decoding_process_cpu_seconds_total"  # the camera decoders' own process
 
 
+def operator_get(url: str) -> bytes:
+    """/metrics or /healthz, with the operator's token when OMNI_OPERATOR_TOKEN holds one."""
+    request = urllib.request.Request(url)
+    if token := os.environ.get("OMNI_OPERATOR_TOKEN"):
+        request.add_header("Authorization", f"Bearer {token}")
+    return urllib.request.urlopen(request, timeout=5).read()
+
+
 def scrape_process(http: str) -> dict[str, float]:
     """The server's CPU seconds, resident memory, its event-loop lag histogram (`lag_le_<bound>` counts), the
     camera frames decoded and those shed undecoded (the decoders did not keep up)."""
-    body = urllib.request.urlopen(f"{http}/metrics", timeout=5).read().decode()
+    body = operator_get(f"{http}/metrics").decode()
     out = {}
     for name in ("process_cpu_seconds_total", "process_resident_memory_bytes", DECODING_CPU):
         m = re.search(rf"^{name} (\S+)$", body, re.M)
@@ -463,7 +471,7 @@ def run(args: argparse.Namespace) -> int:
     proc = None
     if args.url:
         http = args.url.rstrip("/")
-        info = json.loads(urllib.request.urlopen(f"{http}/healthz", timeout=5).read())
+        info = json.loads(operator_get(f"{http}/healthz"))
         engine, mode = info["engine"], info.get("engine_mode")
     else:
         engine, mode = args.engine, ("stream" if args.engine == "echo" else None)

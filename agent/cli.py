@@ -43,6 +43,9 @@ def _serve_args(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     p.add_argument("--token", help="a shared token required in every offer (or set OMNI_AGENT_TOKEN)")
+    p.add_argument(
+        "--operator-token", help="a bearer token required by /metrics and /healthz (or set OMNI_OPERATOR_TOKEN)"
+    )
     p.add_argument("--cert", help="TLS certificate (PEM); with --key serves https and wss")
     p.add_argument("--key", help="TLS private key (PEM)")
     p.add_argument(
@@ -97,6 +100,8 @@ def build_config(args: argparse.Namespace) -> Config:
         cfg.log_level = args.log_level
     if args.token is not None:
         cfg.server.token = args.token
+    if args.operator_token is not None:
+        cfg.server.operator_token = args.operator_token
     if bool(args.cert) != bool(args.key):
         raise ConfigError("--cert and --key go together")
     if args.cert:

@@ -61,6 +61,8 @@ class ServerConfig:
     # access: a shared token required in the offer (or OMNI_AGENT_TOKEN); origins
     # allowed besides same-origin and this machine's pages; TLS certificate and key
     token: str = ""
+    # a bearer token for /metrics and /healthz (or OMNI_OPERATOR_TOKEN); empty: they answer anyone
+    operator_token: str = ""
     allowed_origins: list[str] = field(default_factory=list)
     cert: str = ""
     key: str = ""

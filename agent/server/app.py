@@ -56,7 +56,8 @@ class AgentServer:
         token = config.server.token or os.environ.get("OMNI_AGENT_TOKEN", "")
         self.admission = Admission(config.server, token)
         self.ssl = ssl_context(config.server.cert, config.server.key) if config.server.cert else None
-        self.http = HttpRoutes(config.server.web_dir, self._metrics_body, self._health)
+        operator = config.server.operator_token or os.environ.get("OMNI_OPERATOR_TOKEN", "")
+        self.http = HttpRoutes(config.server.web_dir, self._metrics_body, self._health, operator)
 
     @property
     def accepting(self) -> bool:

@@ -1,8 +1,13 @@
-"""The plain HTTP side of the server: the page, `/healthz`, `/metrics`; WebSocket paths pass through."""
+"""The plain HTTP side of the server: the page, `/healthz`, `/metrics`; WebSocket paths pass through.
+
+The operator's endpoints (`/metrics`, `/healthz`) answer anyone unless an operator token is set; then only a
+request with `Authorization: Bearer <token>` (what Prometheus sends with `authorization: {credentials: ...}`).
+The page's token does not open them, nor theirs the page: a scraper's secret is not a user's."""
 
 from __future__ import annotations
 
 import json
+import logging
 import mimetypes
 from collections.abc import Callable
 from http import HTTPStatus
@@ -13,19 +18,51 @@ from websockets.asyncio.server import ServerConnection
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
+from agent.server.access import token_ok
+
 WEBSOCKET_PATHS = ("/ws", "/v1/realtime")
+OPERATOR_PATHS = ("/metrics", "/healthz")
+
+
+class _HideCredentials(logging.Filter):
+    """websockets writes every request header to its debug log: an Authorization header's value is left out."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if record.msg == "< %s: %s" and isinstance(args, tuple) and str(args[0]).lower() == "authorization":
+            record.args = (args[0], "(hidden)")
+        return True
+
+
+logging.getLogger("websockets.server").addFilter(_HideCredentials())
 
 
 class HttpRoutes:
-    def __init__(self, web_dir: str, metrics: Callable[[], bytes], health: Callable[[], dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        web_dir: str,
+        metrics: Callable[[], bytes],
+        health: Callable[[], dict[str, Any]],
+        operator_token: str = "",
+    ) -> None:
         self.web_dir = Path(web_dir).resolve()
         self.metrics = metrics
         self.health = health
+        self.operator_token = operator_token
+        self.refused = 0  # operator requests without the token
 
     def __call__(self, connection: ServerConnection, request: Request) -> Response | None:
         path = request.path.split("?", 1)[0]
         if path in WEBSOCKET_PATHS:
             return None  # the WebSocket handshake goes on
+        if path in OPERATOR_PATHS and self.operator_token:
+            given = request.headers.get("Authorization", "")
+            if not given.startswith("Bearer ") or not token_ok(self.operator_token, given.removeprefix("Bearer ")):
+                self.refused += 1
+                body = b"this needs the operator's token\n"
+                reply = response(connection, HTTPStatus.UNAUTHORIZED, body, "text/plain")
+                reply.headers["WWW-Authenticate"] = 'Bearer realm="omni-agent operator"'
+                return reply
         if path == "/metrics":
             return response(connection, HTTPStatus.OK, self.metrics(), "text/plain; version=0.0.4")
         if path == "/healthz":

@@ -72,3 +72,43 @@ async def test_tls_serves_wss_and_refuses_plain(tmp_path):
             assert json.loads(await asyncio.wait_for(ws.recv(), 5))["code"] == "bad_request"
     # made once, then reused
     assert self_signed(tmp_path) == (cert, key)
+
+
+def get(port: int, path: str, token: str | None = None) -> tuple[int, dict[str, str], bytes]:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}")
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+async def test_the_operators_endpoints_need_their_own_token_and_the_page_does_not(caplog):
+    cfg = make_config("echo", "stream")
+    cfg.server.token = "page-token-1"
+    cfg.server.operator_token = "scrape-token-2"
+    caplog.set_level(logging.DEBUG)
+    async with running(cfg) as server:
+        for path in ("/metrics", "/healthz"):
+            for token in (None, "wrong", "page-token-1"):  # the page's token is not the operator's
+                status, headers, _ = await asyncio.to_thread(get, server.port, path, token)
+                assert status == 401 and headers["WWW-Authenticate"].startswith("Bearer"), (path, token)
+        status, _, body = await asyncio.to_thread(get, server.port, "/metrics", "scrape-token-2")
+        assert status == 200 and b"omni_sessions_live" in body
+        status, _, body = await asyncio.to_thread(get, server.port, "/healthz", "scrape-token-2")
+        assert status == 200 and json.loads(body)["engine"] == "echo"
+        status, _, body = await asyncio.to_thread(get, server.port, "/")  # the page needs no token to load
+        assert status == 200 and b"<html" in body.lower()
+        assert server.http.refused == 6
+    assert "scrape-token-2" not in caplog.text  # a secret never reaches the log
+
+
+async def test_without_an_operator_token_the_endpoints_answer_anyone():
+    async with running(make_config("echo", "stream")) as server:
+        status, _, body = await asyncio.to_thread(get, server.port, "/healthz")
+        assert status == 200 and json.loads(body)["engine"] == "echo"

@@ -143,7 +143,11 @@ class AdaptiveJitterBuffer:
         """When the missing next packet is given up (None: nothing is waited for)."""
         if self._next is None or not self._held:
             return None
-        first = min(self._held)
+        return self._due(min(self._held))
+
+    def _due(self, first: int) -> float:
+        """When the next slot is given up, `first` being the earliest packet held after it."""
+        assert self._next is not None
         ts = self._held[first][0] - (first - self._next) * self._frame
         return ts / self.rate + self._base + self.stats.target_ms / 1000
 
@@ -164,11 +168,10 @@ class AdaptiveJitterBuffer:
                 ts, payload = held.pop(self._next)
                 out.append(Slot(ts, self._frame, payload))
             else:
-                due = self.deadline()
-                if not give_up and due is not None and now < due:
+                first = min(held)
+                if not give_up and now < self._due(first):
                     break
                 give_up = False
-                first = min(held)
                 missing = first - self._next
                 if missing * self._frame > self.config.max_fill_ms * self.rate / 1000:
                     s.lost += missing

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import glob
 import os
 from fractions import Fraction
@@ -83,6 +84,7 @@ class SpeechEncoder:
         return payload
 
 
+@functools.cache
 def _libopus() -> ctypes.CDLL:
     """The libopus inside PyAV's wheel (the one its decoder uses), so nothing more needs installing; a system
     libopus where PyAV was built against one."""
@@ -108,9 +110,6 @@ def _libopus() -> ctypes.CDLL:
     return lib
 
 
-_lib: ctypes.CDLL | None = None
-
-
 class OpusError(ValueError):
     """A packet libopus could not decode."""
 
@@ -128,10 +127,7 @@ class OpusDecoder:
     """
 
     def __init__(self, rate: int = 48_000, channels: int = 1) -> None:
-        global _lib
-        if _lib is None:
-            _lib = _libopus()
-        self._lib = _lib
+        self._lib = _libopus()
         self.rate, self.channels = rate, channels
         err = ctypes.c_int(0)
         self._state = self._lib.opus_decoder_create(rate, channels, ctypes.byref(err))
@@ -172,7 +168,4 @@ class OpusDecoder:
     @staticmethod
     def carries_fec(payload: bytes) -> bool:
         """Whether a packet holds an FEC copy of the one before it (LBRR)."""
-        global _lib
-        if _lib is None:
-            _lib = _libopus()
-        return bool(payload) and _lib.opus_packet_has_lbrr(payload, len(payload)) > 0
+        return bool(payload) and _libopus().opus_packet_has_lbrr(payload, len(payload)) > 0

@@ -193,8 +193,9 @@ def inbound_counters(pc: RTCPeerConnection) -> dict[str, int]:
         "audio_undecodable_packets",
         "video_frames_decoded",
         "video_frames_shed",
+        "video_undecodable_frames",
     )
-    out = dict.fromkeys((*names, "video_undecodable_frames"), 0)
+    out = dict.fromkeys(names, 0)
     for t in pc.getTransceivers():
         queue_ = private.decoder_queue(t.receiver)
         if isinstance(queue_, InlineAudioDecoder):

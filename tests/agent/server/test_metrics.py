@@ -52,7 +52,7 @@ async def test_metrics_move_with_a_real_session():
     }
     assert transport["audio_late_packets"] == transport["audio_undecodable_packets"] == 0
     assert transport["audio_packets"] > 50 and transport["audio_lost_packets"] == 0
-    assert during[("omni_jitter_target_ms", ())] >= 0 and during[("omni_jitter_depth_packets", ())] >= 0
+    assert ("omni_jitter_target_ms", ()) in during and ("omni_jitter_depth_packets", ()) in during
     assert transport["srtp_undecryptable_packets"] == transport["video_frames_shed"] == 0
     assert transport["video_undecodable_frames"] == 0 and transport["video_frames_decoded"] > 0
     # what the engine's outbox dropped for room is shown too (nothing here: the reply is pulled as it comes)

@@ -53,7 +53,9 @@ async def over_the_line(jitter_buffer: str, packets: int = 300, fec: bool = Fals
 async def test_over_a_jittery_line_every_packet_is_used_in_order_and_the_lost_made_up():
     got, relay = await over_the_line("adaptive")
     assert relay.stats.dropped > 0
-    assert got["late_packets"] <= 0.01 * got["packets"]
+    # client and server share this process: a stall of it reads as jitter the window had not seen, so a few
+    # packets may still come late on a slow, busy machine; the old path loses one in eight however fast it is
+    assert got["late_packets"] <= 0.03 * got["packets"]
     assert got["lost_packets"] >= 3
     assert got["concealed_packets"] + got["fec_recovered_packets"] == got["lost_packets"]
     assert got["waiting_packets"] > 0.05 * got["packets"]  # packets overtaken: the next ones waited for them

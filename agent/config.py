@@ -114,6 +114,9 @@ class MediaConfig:
     # it took 17 ms off the median barge-in in one room and nothing in another, for five times the one-tick
     # holds of replies no one spoke over (docs/benchmarks.md)
     echo_onset: bool = False
+    # Speech over a sounding reply listened to as its audio arrives (20 ms packets), not once its 80 ms tick is
+    # whole: a voice holds the reply up to a tick sooner (media/early_hold.py); the tick's judgement confirms it
+    early_hold: bool = True
 
 
 @dataclass

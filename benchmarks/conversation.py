@@ -201,6 +201,8 @@ def _floor(turns: list[dict]) -> dict:
 HOLDS = {  # what /metrics counts of speech over the replies, by name here, and in what unit
     "holds": ("omni_interruptions_total", (("outcome", "held"),), 1),
     "blips": ("omni_interruptions_total", (("outcome", "blip"),), 1),
+    "early": ("omni_interruptions_total", (("outcome", "early"),), 1),
+    "early_released": ("omni_interruptions_total", (("outcome", "early_released"),), 1),
     "held_s": ("omni_output_held_frames_total", (), 0.02),  # 20 ms frames
 }
 
@@ -242,7 +244,9 @@ async def run(args: argparse.Namespace) -> dict:
             held["backchannels"] = holds(port, at)
         if "barge-ins" in args.phases:
             print("barge-ins over a reply:", flush=True)
+            at = holds(port)
             bi_rows = await barge_ins(url, room())
+            held["barge-ins"] = holds(port, at)
         metrics = scrape_metrics(port)
     finally:
         proc.terminate()
@@ -266,6 +270,7 @@ async def run(args: argparse.Namespace) -> dict:
         # the echoed replies held: at a START (a continued question's included), for one tick (a blip), in seconds
         "echoed_replies_held": held.get("echoed"),
         "backchannel_phase_held": held.get("backchannels"),
+        "barge_in_phase_held": held.get("barge-ins"),
         "aec_cpu_seconds": cpu,
         "aec_core_share_per_talking_session": cpu / talking_s,
     }

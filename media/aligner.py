@@ -156,6 +156,13 @@ class FrameAligner:
         """Media seconds of audio known so far (the session timeline's head)."""
         return (self._emitted + self._out_len) / INPUT_RATE
 
+    def in_progress(self) -> tuple[int, np.ndarray]:
+        """The tick in progress and its audio so far (16 kHz): placed for good, so it can be listened to before
+        the tick is whole."""
+        if len(self._out) > 1:
+            self._out = [np.concatenate(self._out)]
+        return self._tick, self._out[0] if self._out else np.zeros(0, np.float32)
+
     def push_audio(self, frame: AudioInput) -> list[AlignedChunk]:
         cfg = self.config
         rate = int(frame.sample_rate)

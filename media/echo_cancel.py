@@ -189,6 +189,7 @@ class EchoCanceller:
         self.echo_only = False  # the last tick was the agent's voice coming back, not the user's: not speech
         self._double_talk = DoubleTalk(cfg.double_talk, cfg.max_delay_ms) if cfg.double_talk else None
         self.voice_over_echo = False  # the last tick had a voice over the echo: speech, whatever VAD makes of it
+        self._tick = (0.0, 0.0, 0, False)  # the tick's parts so far, cancelled: energy in and out, frames, a voice
 
     @property
     def reduction_db(self) -> float | None:
@@ -213,8 +214,16 @@ class EchoCanceller:
             self._queue.popleft()
             self.stats.reference_dropped += 1
 
-    def clean(self, audio: np.ndarray, talking: bool = False) -> np.ndarray:
-        """One tick of microphone audio (float32 at 16 kHz, a whole number of 10 ms frames), echo removed.
+    @property
+    def reference_frames(self) -> int:
+        """10 ms frames of what was played queued for the microphone's next frames: a part of a tick cleaned
+        before the rest has come should not need more (none would be silence in their place)."""
+        return len(self._queue)
+
+    def clean(self, audio: np.ndarray, talking: bool = False, tick_end: bool = True) -> np.ndarray:
+        """One tick of microphone audio (float32 at 16 kHz, a whole number of 10 ms frames), echo removed; or a
+        part of one as it arrives (`tick_end` False until its last part), so that it can be listened to before
+        the tick is whole. `echo_only` and `voice_over_echo` then say what the tick's parts so far were.
 
         Once the echo of what last played has died away (a reply paused for the user, or ended) the tick passes
         as heard, though AEC3 still gets every frame (it stays in step with the reference): its suppressor takes
@@ -223,8 +232,11 @@ class EchoCanceller:
         talking over a paused reply; those ticks do not count in the echo reduction."""
         cfg = self.config
         n = audio.size // FRAME
+        if n == 0:  # the tick's parts were all cleaned as they came
+            self._tick_flags(tick_end)
+            return audio
         reference = np.stack([self._next_reference() for _ in range(n)])
-        left = len(self._queue) - self._max_queue
+        left = len(self._queue) - self._max_queue if tick_end else 0  # a part leaves the rest of its tick's share
         for _ in range(max(0, left)):
             self._queue.popleft()
             self.stats.reference_dropped += 1
@@ -255,11 +267,11 @@ class EchoCanceller:
         suppress = cfg.noise_suppression and floor is not None and floor >= cfg.noisy_dbfs
         if active and self.echo_present is False:
             self.stats.bypassed_frames += n
-        self.echo_only = self.voice_over_echo = False
         if self._double_talk is not None and (not cancel or passes):
             self._double_talk.skip(n)
         if not cancel and not suppress:
             self.stats.skipped_frames += n
+            self._tick_flags(tick_end)
             return audio
         self.stats.frames += n
         t0 = self._clock()
@@ -276,30 +288,42 @@ class EchoCanceller:
                 self._plain.capture(frame)
         if passes and not suppress:
             self.stats.seconds += self._clock() - t0
+            self._tick_flags(tick_end)
             return audio
         out = pcm.astype(np.float32)  # what is left, int16 scale: measured here, returned below
         if cancel and not passes:
             e_in, e_out = heard / (1 << 30), float(np.einsum("ij,ij->", out, out)) / (1 << 30)
-            self.echo_only = e_out * self._gate <= e_in and heard > self._quiet * n * FRAME
-            self.stats.unvoiced_ticks += self.echo_only
-            if self._double_talk is not None:
-                self.voice_over_echo = self._double_talk.tick(far, near, out, self.delay_ms)
-                self.stats.voiced_ticks += self.voice_over_echo
+            heard_in, left, frames, voice = self._tick
+            voice = voice or (self._double_talk is not None and self._double_talk.tick(far, near, out, self.delay_ms))
+            self._tick = (heard_in + e_in, left + e_out, frames + n, voice)
             if not talking:
                 self.stats.echo_frames += n
                 self.stats.echo_in_energy += e_in
                 self.stats.echo_out_energy += e_out
                 self._recent = (self._recent[0] + e_in, self._recent[1] + e_out)
         self.stats.seconds += self._clock() - t0
+        self._tick_flags(tick_end)
         cleaned = out.reshape(-1) / 32768
         return cleaned if n * FRAME == audio.size else np.concatenate((cleaned, audio[n * FRAME :]))
+
+    def _tick_flags(self, tick_end: bool) -> None:
+        """Whether the tick so far was mostly the agent's voice (`echo_only`), or had a voice over it; at its end,
+        counted, and the next tick starts afresh."""
+        e_in, e_out, frames, voice = self._tick
+        self.echo_only = frames > 0 and e_out * self._gate <= e_in and e_in > self._quiet * frames * FRAME / (1 << 30)
+        self.voice_over_echo = voice
+        if tick_end:
+            self.stats.unvoiced_ticks += self.echo_only
+            self.stats.voiced_ticks += self.voice_over_echo
+            self._tick = (0.0, 0.0, 0, False)
 
     def _track_noise(self, energy: np.ndarray) -> None:
         """The noise floor: the first tick's level, then down at once and up slowly (0.5 dB a tick), so it stays
         under speech (which pauses) and follows a car's road noise as it grows."""
         level = 10 * float(np.log10(float(energy.mean()) / FRAME / (1 << 30) + 1e-12))
         floor = self.noise_floor_dbfs
-        self.noise_floor_dbfs = level if floor is None or level < floor else floor + min(0.5, level - floor)
+        rise = 0.5 * energy.size * FRAME_MS / 80
+        self.noise_floor_dbfs = level if floor is None or level < floor else floor + min(rise, level - floor)
 
     # ---- the reference's timing ----
 

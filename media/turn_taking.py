@@ -10,7 +10,9 @@ Speech over the reply is judged, not assumed (when the profile allows
 barge-in): its first voiced tick holds the reply (`Floor.held`: the framer
 plays silence from its next 20 ms frame, keeping its place; a lone voiced
 tick lets it go on at the next), and at its START the engine sees no
-event. Words that mean it (anything but a backchannel such as "mhm" or
+event. The session may hold it sooner, as the voice arrives within a tick
+(`Floor.hold_early`); that tick's judgement here keeps the hold or lets it
+go. Words that mean it (anything but a backchannel such as "mhm" or
 "okay"), or speech that goes on
 for `commit_ms`, cancel the reply: the engine then gets the START, with
 `barge_in`, and the turn goes on as any other. A cough, a backchannel or
@@ -69,6 +71,19 @@ class Floor:
     confirmed: int = 0  # ... judged meant: the reply was cancelled
     continued: int = 0  # ... of those, the user going on with the turn just ended: its audio leads the new one
     blips: int = 0  # one voiced tick over the reply and no more: held for that tick only
+    barge_in: bool = True  # speech may hold the reply at all (the profile's barge-in)
+    # Held as the voice arrived, before its tick was whole (`hold_early`); the tick's own judgement then
+    # keeps the hold or lets it go (`early_released`)
+    early_tick: int | None = None
+    early: int = 0
+    early_released: int = 0
+
+    def hold_early(self, tick: int) -> None:
+        """A voice heard over the reply within tick `tick`, before the tick is whole: silent from the next frame."""
+        if not self.held:
+            self.held = True
+            self.early_tick = tick
+            self.early += 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +117,7 @@ class TurnTaking:
         self.barge_in = barge_in
         self.judging = interruptions or InterruptionConfig()
         self.hears_words = hears_words  # the engine calls heard() with what the held speech said
-        self.floor = Floor()
+        self.floor = Floor(barge_in=barge_in)
         self.tick = 0
         self._held_at: int | None = None  # the tick the reply was held at
         self._voiced_ticks = 0  # voiced ticks of the held speech
@@ -122,6 +137,16 @@ class TurnTaking:
 
     def feed(self, chunk: AlignedChunk, replying: Callable[[], bool] = lambda: False) -> TurnStep:
         """One tick. `replying` is asked only at a START: is the agent's reply still going?"""
+        step = self._feed(chunk, replying)
+        floor = self.floor
+        if floor.early_tick is not None and chunk.tick >= floor.early_tick:
+            floor.early_tick = None  # held before this tick was whole: its judgement stands now
+            if floor.held and not (self._tentative or self.held or floor.cut):
+                floor.held = False
+                floor.early_released += 1
+        return step
+
+    def _feed(self, chunk: AlignedChunk, replying: Callable[[], bool]) -> TurnStep:
         self.tick = chunk.tick
         if chunk.video is not None:
             self.frames.add(chunk.tick, chunk.video.image)

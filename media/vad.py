@@ -23,6 +23,13 @@ class SileroDetector:
         self._voiced = False
         self.last_score = 0.0
 
+    def reset(self) -> None:
+        """Listen afresh: what came before is forgotten."""
+        self.vad.reset()
+        self._rest = np.zeros(0, np.float32)
+        self._voiced = False
+        self.last_score = 0.0
+
     def __call__(self, audio: np.ndarray) -> bool:
         buf = np.concatenate((self._rest, audio)) if self._rest.size else audio
         n = buf.size // self.window * self.window

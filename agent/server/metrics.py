@@ -138,6 +138,8 @@ class _SessionCollector(Collector):
         speech_over.add_metric(["cancelled"], totals.get("interruptions_confirmed", 0))
         speech_over.add_metric(["continued"], totals.get("interruptions_continued", 0))
         speech_over.add_metric(["blip"], totals.get("interruptions_blips", 0))
+        speech_over.add_metric(["early"], totals.get("interruptions_early", 0))  # held before its tick was whole
+        speech_over.add_metric(["early_released"], totals.get("interruptions_early_released", 0))  # ... not voiced
         yield speech_over
         out_drop = CounterMetricFamily("omni_output_samples_dropped", "Output samples cut", labels=["why"])
         out_drop.add_metric(["backlog"], totals.get("output_dropped_samples", 0))

@@ -17,8 +17,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import replace
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from agent.config import MediaConfig
 from agent.engines.base import (
@@ -37,11 +36,13 @@ from media.aligner import AlignedChunk, AlignerConfig, AudioInput, FrameAligner,
 from media.av_convert import to_rgb
 from media.chunk_queue import ChunkQueue
 from media.double_talk import DoubleTalkConfig
+from media.early_hold import WATCH_SCORE, Listening
 from media.echo_cancel import EchoCanceller, EchoConfig
 from media.framer import OutputFramer
 from media.turn_taking import Floor
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 Send = Callable[[wire.ServerMessage], None]
 
 # What a session counts, summed over sessions by the server's /metrics.
@@ -115,6 +116,8 @@ class SessionPump:
         # Speech over the reply holds it while it is judged (media/turn_taking.py): the framer plays silence
         self.floor: Floor | None = getattr(engine, "floor", None)
         self.framer.floor = self.floor
+        self.listening = Listening(self.echo, self.floor)
+        self.early_hold = cfg.early_hold and self.floor is not None and self.floor.barge_in
         self._floor_at_turn = (0, 0, 0)  # the floor's interruptions, resumptions, continuations as this turn began
         self.tick = -1  # the last tick fed to the engine
         self._fed_at: deque[tuple[int, float]] = deque(maxlen=64)  # recent ticks and when they were fed
@@ -138,6 +141,9 @@ class SessionPump:
         """Audio as the transport got it; MediaError if it cannot be used."""
         for chunk in self.aligner.push_audio(audio):
             self.push_chunk(chunk)
+        if self.early_hold:
+            tick, so_far = self.aligner.in_progress()
+            self._cancelling(lambda: self.listening.arrived(tick, so_far, self._reply_from is not None))
 
     def push_video(self, video: VideoInput) -> None:
         self.aligner.push_video(video)
@@ -146,22 +152,39 @@ class SessionPump:
         """The client cancels the agent's voice itself (a browser's canceller): unless the config says "on",
         none here."""
         if self.echo_mode == "auto":
-            self.echo = None
-            self.framer.listener = None
+            self._no_canceller()
 
     def push_chunk(self, chunk: AlignedChunk) -> None:
-        if self.echo is not None:
-            try:
-                talking = self.floor is not None and self.floor.held
-                audio = self.echo.clean(chunk.audio, talking)
-                chunk = replace(chunk, audio=audio, echo=self.echo.echo_only, voice=self.echo.voice_over_echo)
-            except Exception as exc:  # the canceller's library failed: go on without it, and say so once
-                log.error("session %s: echo cancellation failed, going on without it: %r", self.id, exc)
-                self.echo_failed = True
-                self.echo = None
-                self.framer.listener = None
+        talking = self.floor is not None and self.floor.held
+        chunk = self._cancelling(lambda: self.listening.tick(chunk, talking)) or chunk
         self.queue.push(chunk)
         self._wake.set()
+
+    def _cancelling(self, work: Callable[[], T]) -> T | None:
+        """`work` with the canceller in it: if its library fails, the session goes on without it (said once)."""
+        try:
+            return work()
+        except Exception as exc:
+            if self.echo is None:
+                raise
+            log.error("session %s: echo cancellation failed, going on without it: %r", self.id, exc)
+            self.echo_failed = True
+            self._no_canceller()
+            return None
+
+    def _no_canceller(self) -> None:
+        self.echo = self.listening.echo = None
+        self.framer.listener = None
+
+    async def _make_early_detector(self) -> None:
+        """Silero for speech over a reply as it arrives, made off the loop (60-100 ms): until then, ticks only."""
+        from media.vad import SileroDetector
+
+        try:
+            made = await asyncio.get_running_loop().run_in_executor(None, SileroDetector, WATCH_SCORE)
+            self.listening.detector = made
+        except Exception as exc:  # noqa: BLE001 (a library that cannot load: the ticks still hold the reply)
+            log.error("session %s: no voice detector for speech over a reply as it arrives: %r", self.id, exc)
 
     def send_text(self, text: str) -> None:
         self.engine.send_text(text)
@@ -220,6 +243,8 @@ class SessionPump:
             out["interruptions_confirmed"] = self.floor.confirmed
             out["interruptions_continued"] = self.floor.continued
             out["interruptions_blips"] = self.floor.blips
+            out["interruptions_early"] = self.floor.early
+            out["interruptions_early_released"] = self.floor.early_released
         if self.echo is not None:
             e = self.echo.stats
             out.update(
@@ -248,6 +273,9 @@ class SessionPump:
     # ---- loops ----
 
     async def run(self) -> None:
+        making = None
+        if self.early_hold and self.listening.detector is None:
+            making = asyncio.create_task(self._make_early_detector())
         feed = asyncio.create_task(self._feed_loop())
         feed.add_done_callback(lambda t: t.cancelled() or t.exception() is None or self._events.cancel())
         try:
@@ -262,6 +290,8 @@ class SessionPump:
                     self._restart = False  # a hung turn was cut: read the engine's events afresh
         finally:
             feed.cancel()
+            if making is not None:
+                making.cancel()
             self._disarm_deadline()
             if not feed.cancelled() and feed.done() and feed.exception() is not None:
                 raise feed.exception()  # type: ignore[misc]

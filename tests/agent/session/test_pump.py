@@ -129,3 +129,38 @@ async def test_the_onset_cue_is_the_configs_to_turn_on():
     pump.push_audio(AudioInput(np.zeros((1, 1280), np.float32), 16_000, 0, Fraction(1, 16_000)))
     chunk = pump.queue.pop()
     assert chunk is not None and chunk.voice
+
+
+async def test_speech_over_a_sounding_reply_holds_it_before_its_tick_is_whole():
+    """`media.early_hold`: the tick in progress is listened to as each 20 ms packet comes; a voice over the reply
+    silences it from the next frame, not once its 80 ms tick is whole; the tick's judgement then keeps the hold."""
+    from tests.media.test_early_hold import Loud
+
+    session = await EchoEngine("turn", end_silence_ms=480).open_session(get_profile("default"))
+    pump = SessionPump("s6", session, lambda m: None, False, MediaConfig())
+    assert pump.early_hold and pump.floor is not None
+    pump.listening.detector = Loud()  # the pump makes Silero off the loop; a loudness test stands in here
+    runner = asyncio.create_task(pump.run())
+    at = 0
+
+    def send(seconds: float, loud: bool) -> None:
+        nonlocal at
+        audio = pcm16(seconds, loud)
+        for start in range(0, audio.size, 960):
+            part = audio[start : start + 960].reshape(1, -1)
+            pump.push_audio(AudioInput(part, 48_000, at, Fraction(1, 48_000), "flt", 1))
+            at += part.shape[1]
+
+    send(0.5, True)
+    send(1.02, False)  # the turn ends; a tick begins
+    assert await wait_until(lambda: pump.framer.backlog_ms > 0, 10)
+    assert pump.framer.pull().samples.any()  # the reply sounds
+    send(0.02, True)  # the user speaks over it, at the start of a tick
+    tick, so_far = pump.aligner.in_progress()
+    assert 0 < so_far.size < 1280 and pump.floor.held and pump.floor.early_tick == tick  # the tick is not whole
+    assert not pump.framer.pull().samples.any()  # silent from the next frame
+    send(0.08, True)  # the tick is whole and voiced: the hold is the tick's own now
+    assert await wait_until(lambda: pump.floor.early_tick is None, 5)
+    assert pump.floor.held and pump.counters()["interruptions_early"] == 1
+    runner.cancel()
+    await asyncio.gather(runner, return_exceptions=True)

@@ -253,6 +253,7 @@ async def run(args: argparse.Namespace) -> dict:
         proc.wait(10)
     talking_s = time.monotonic() - t0
     cpu = metrics.get(("omni_echo_cpu_seconds_total", ()), 0.0)
+    watch = metrics.get(("omni_early_hold_cpu_seconds_total", ()), 0.0)
     reactions = [r["reaction_ms"] for r in bi_rows if r["reaction_ms"] is not None]
     said = [s for r in bc_rows for s in r["said"]]
     summary = {
@@ -263,6 +264,9 @@ async def run(args: argparse.Namespace) -> dict:
         "backchannels": len(said),
         "backchannel_replies_cut": sum(r["reply_cut"] for r in bc_rows),
         "backchannels_held_and_resumed": sum(r["interruptions_resumed"] or 0 for r in bc_rows),
+        # ... and those the reply went on after, held or not (a cough may not hold it): both of a pair whose reply
+        # was not cut; of a cut pair only those held and resumed before the cut (the other is not counted)
+        "backchannels_reply_went_on": sum(2 if not r["reply_cut"] else r["interruptions_resumed"] for r in bc_rows),
         "barge_ins": len(bi_rows),
         "barge_ins_cancelled": sum(r["cancelled"] for r in bi_rows),
         "barge_in_reaction_ms_median": pct(reactions, 50),
@@ -273,6 +277,8 @@ async def run(args: argparse.Namespace) -> dict:
         "barge_in_phase_held": held.get("barge-ins"),
         "aec_cpu_seconds": cpu,
         "aec_core_share_per_talking_session": cpu / talking_s,
+        "early_hold_cpu_seconds": watch,  # the session's own Silero hearing replies' ticks in parts
+        "early_hold_core_share_per_talking_session": watch / talking_s,
     }
     return {"summary": summary, "echoed": echo_rows, "backchannels": bc_rows, "barge_ins": bi_rows}
 
@@ -296,12 +302,14 @@ def main() -> None:
         f"went on after a pause and cut the reply to their start, as a user would; the echoed replies were held "
         f"(those included): {s['echoed_replies_held']}\n"
         f"backchannels: {s['backchannels']} said, replies cut {s['backchannel_replies_cut']}, "
-        f"held and resumed {s['backchannels_held_and_resumed']}\n"
+        f"held and resumed {s['backchannels_held_and_resumed']}, the reply went on after "
+        f"{s['backchannels_reply_went_on']}\n"
         f"barge-ins: {s['barge_ins_cancelled']} of {s['barge_ins']} cancelled; the reply quiet "
         f"{s['barge_in_reaction_ms_median']} ms (median), {s['barge_in_reaction_ms_p95']} ms (p95) after "
         f"the onset, at the aiortc client\n"
         f"echo canceller: {s['aec_cpu_seconds']:.2f} CPU s, {s['aec_core_share_per_talking_session']:.1%} of a core "
-        f"per talking session"
+        f"per talking session; the early hold's detector {s['early_hold_cpu_seconds']:.2f} CPU s, "
+        f"{s['early_hold_core_share_per_talking_session']:.1%}"
     )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     room = {"delay_ms": args.delay_ms, "gain_db": args.gain_db, "reverberance": args.reverb}

@@ -11,6 +11,8 @@ or lets it go. The parts already cleaned make up the tick the engine gets: nothi
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
 
@@ -33,8 +35,12 @@ class Detector(Protocol):
 
 
 class Listening:
-    def __init__(self, echo: EchoCanceller | None, floor: Floor | None) -> None:
+    def __init__(
+        self, echo: EchoCanceller | None, floor: Floor | None, clock: Callable[[], float] = time.perf_counter
+    ) -> None:
         self.echo = echo  # None: nothing to cancel (or the client cancels it itself)
+        self.seconds = 0.0  # spent hearing the parts (the detector; the canceller counts its own)
+        self._clock = clock
         self.floor = floor
         self.detector: Detector | None = None  # set once made (off the event loop): until then, ticks only
         self._tick = -1  # the tick whose parts were listened to
@@ -63,7 +69,10 @@ class Listening:
         if not self._watching:
             self._watching = True
             self.detector.reset()  # what it heard before this reply says nothing about a voice over it
-        if self.detector(part) and not (self.echo is not None and self.echo.echo_only):
+        t0 = self._clock()
+        voiced = self.detector(part)
+        self.seconds += self._clock() - t0
+        if voiced and not (self.echo is not None and self.echo.echo_only):
             floor.hold_early(tick)
 
     def tick(self, chunk: AlignedChunk, talking: bool) -> AlignedChunk:

@@ -167,6 +167,11 @@ def _echo_families(live: list[SessionPump], totals: dict[str, float]) -> Iterabl
     yield CounterMetricFamily(
         "omni_echo_cpu_seconds", "CPU time in the echo canceller's processing", value=totals.get("echo_seconds", 0.0)
     )
+    yield CounterMetricFamily(
+        "omni_early_hold_cpu_seconds",
+        "CPU time hearing speech over replies as it arrives (media.early_hold's voice detector)",
+        value=totals.get("early_hold_seconds", 0.0),
+    )
     energy_in, energy_out = totals.get("echo_in_energy", 0.0), totals.get("echo_out_energy", 0.0)
     if energy_in > 0:
         yield GaugeMetricFamily(

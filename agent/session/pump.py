@@ -262,6 +262,7 @@ class SessionPump:
                 echo_seconds=e.seconds,
             )
         out["echo_failures"] = int(self.echo_failed)
+        out["early_hold_seconds"] = self.listening.seconds
         out.update((f"engine_{k}", v) for k, v in self.engine.counters().items())
         out.update((f"transport_{k}", v) for k, v in self.transport_counters().items())
         return out

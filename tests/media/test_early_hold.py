@@ -45,10 +45,12 @@ def arrive(listening: Listening, tick: int, audio: np.ndarray, sounding: bool = 
 def test_a_voice_holds_the_sounding_reply_before_its_tick_is_whole():
     tick = np.zeros(TICK, np.float32)
     tick[2 * PART :] = 0.5  # the voice starts 40 ms into the tick
-    listening = Listening(None, Floor())
+    now = iter(range(100))
+    listening = Listening(None, Floor(), clock=lambda: float(next(now)))
     listening.detector = Loud()
     assert arrive(listening, 7, tick) == [False, False, True, True]  # held at its packet, not at the tick's end
     assert listening.floor.early_tick == 7 and listening.floor.early == 1 and listening.detector.resets == 1
+    assert listening.seconds == 3  # the detector's time, counted once a packet (held: no more listening)
     quiet = Listening(None, Floor())
     quiet.detector = Loud()
     assert arrive(quiet, 7, tick, sounding=False) == [False] * 4  # nothing playing: nothing to hold

@@ -136,3 +136,6 @@ async def test_a_backchannel_and_a_cough_leave_the_reply_going_and_stop_cancels_
     assert metrics[resumed_key] >= 2
     assert metrics[("omni_output_held_frames_total", ())] >= pump.framer.stats.held_frames > 0  # silent, judged
     assert ("omni_interruptions_total", (("outcome", "blip"),)) in metrics
+    # media.early_hold: the session's own detector heard the replies' ticks as their packets came
+    assert ("omni_interruptions_total", (("outcome", "early"),)) in metrics
+    assert metrics[("omni_early_hold_cpu_seconds_total", ())] > 0

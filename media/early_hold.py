@@ -20,12 +20,19 @@ import numpy as np
 
 from media.aligner import AlignedChunk
 from media.echo_cancel import FRAME, EchoCanceller
+from media.endpoint import rms_dbfs
 from media.turn_taking import Floor
 
 # Silero's score for a window that holds the reply at once, surer than a voiced tick's 0.5: a hold the tick then
 # lets go was 20-80 ms of silence in the reply (synthetic rooms, benchmarks/hold_onset.py: 18 such in 40 replies
-# at 0.5, 10 at 0.7, each as soon; 0.85 lost most of the gain)
+# at 0.5, 10-20 at 0.7 from run to run, each as soon; 0.85 lost most of the gain)
 WATCH_SCORE = 0.7
+# A part that came this quiet is not heard: no voice over a reply is, and a client that sends silence while it
+# listens sends nothing else. Silero on every part, and the canceller called four times a tick, cost a server 7
+# points of a core at 3 replaying sessions (omni-agent bench --replay). What the canceller leaves is heard
+# however quiet: AEC3's suppressor takes much of a voice's onset over the echo for echo, and gating it there
+# lost the whole gain (benchmarks/hold_onset.py: a median 0 ms sooner)
+QUIET_DBFS = -50.0
 
 
 class Detector(Protocol):
@@ -62,6 +69,9 @@ class Listening:
         if whole <= self._taken:
             return
         part = so_far[self._taken : whole]
+        if rms_dbfs(part) < QUIET_DBFS:  # nothing to hear (a client that sends silence): left for the tick
+            self._watching = False
+            return
         self._taken = whole
         if self.echo is not None:
             part = self.echo.clean(part, tick_end=False)

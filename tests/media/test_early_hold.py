@@ -50,7 +50,7 @@ def test_a_voice_holds_the_sounding_reply_before_its_tick_is_whole():
     listening.detector = Loud()
     assert arrive(listening, 7, tick) == [False, False, True, True]  # held at its packet, not at the tick's end
     assert listening.floor.early_tick == 7 and listening.floor.early == 1 and listening.detector.resets == 1
-    assert listening.seconds == 3  # the detector's time, counted once a packet (held: no more listening)
+    assert listening.seconds == 1  # the detector's time: silence is not listened to, nor is a held reply
     quiet = Listening(None, Floor())
     quiet.detector = Loud()
     assert arrive(quiet, 7, tick, sounding=False) == [False] * 4  # nothing playing: nothing to hold

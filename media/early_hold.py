@@ -91,8 +91,6 @@ class Listening:
         self._tick, self._parts, self._taken = -1, [], 0
         if self.echo is None:
             return chunk
-        if not parts:
-            taken = 0
         rest = self.echo.clean(chunk.audio[taken:], talking)
         audio = np.concatenate([*parts, rest]) if parts else rest
         return replace(chunk, audio=audio, echo=self.echo.echo_only, voice=self.echo.voice_over_echo)

@@ -293,9 +293,9 @@ class EchoCanceller:
         out = pcm.astype(np.float32)  # what is left, int16 scale: measured here, returned below
         if cancel and not passes:
             e_in, e_out = heard / (1 << 30), float(np.einsum("ij,ij->", out, out)) / (1 << 30)
-            heard_in, left, frames, voice = self._tick
+            tick_in, tick_out, frames, voice = self._tick
             voice = voice or (self._double_talk is not None and self._double_talk.tick(far, near, out, self.delay_ms))
-            self._tick = (heard_in + e_in, left + e_out, frames + n, voice)
+            self._tick = (tick_in + e_in, tick_out + e_out, frames + n, voice)
             if not talking:
                 self.stats.echo_frames += n
                 self.stats.echo_in_energy += e_in

@@ -67,6 +67,10 @@ class EnergyDetector:
         self.snr_db = snr_db
         self._noise: float | None = None
 
+    def reset(self) -> None:
+        """Listen afresh: the noise floor is found again."""
+        self._noise = None
+
     def __call__(self, audio: np.ndarray) -> bool:
         level = rms_dbfs(audio)
         if self._noise is None:  # a user who talks at once must not become the floor

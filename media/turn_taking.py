@@ -72,6 +72,7 @@ class Floor:
     continued: int = 0  # ... of those, the user going on with the turn just ended: its audio leads the new one
     blips: int = 0  # one voiced tick over the reply and no more: held for that tick only
     barge_in: bool = True  # speech may hold the reply at all (the profile's barge-in)
+    detector_kind: type | None = None  # the kind of voice detector the ticks are judged by: the early hold's too
     # Held as the voice arrived, before its tick was whole (`hold_early`); the tick's own judgement then
     # keeps the hold or lets it go (`early_released`)
     early_tick: int | None = None
@@ -117,7 +118,7 @@ class TurnTaking:
         self.barge_in = barge_in
         self.judging = interruptions or InterruptionConfig()
         self.hears_words = hears_words  # the engine calls heard() with what the held speech said
-        self.floor = Floor(barge_in=barge_in)
+        self.floor = Floor(barge_in=barge_in, detector_kind=type(self.endpointer.detector))
         self.tick = 0
         self._held_at: int | None = None  # the tick the reply was held at
         self._voiced_ticks = 0  # voiced ticks of the held speech

@@ -52,7 +52,7 @@ class EchoSession:
         self._up = StreamResampler(INPUT_RATE, OUTPUT_RATE, quality="QQ")
         self.turns = TurnTaking(
             EndpointConfig(end_silence_ms=engine.end_silence_ms, max_turn_ms=engine.max_turn_ms),
-            barge_in=profile.barge_in,
+            barge_in=profile.barge_in and self.mode != "stream",  # a live echo has no turns to take: never held
             interruptions=interruptions,
         )
         self.floor = self.turns.floor

@@ -177,11 +177,17 @@ class SessionPump:
         self.framer.listener = None
 
     async def _make_early_detector(self) -> None:
-        """Silero for speech over a reply as it arrives, made off the loop (60-100 ms): until then, ticks only."""
+        """A detector of the kind the engine's ticks are judged by (an engine that loads no Silero gets none here),
+        made off the loop (Silero: 60-100 ms); until then, ticks only."""
         from media.vad import SileroDetector
 
+        assert self.floor is not None
+        kind = self.floor.detector_kind
         try:
-            made = await asyncio.get_running_loop().run_in_executor(None, SileroDetector, WATCH_SCORE)
+            if kind is SileroDetector:
+                made = await asyncio.get_running_loop().run_in_executor(None, SileroDetector, WATCH_SCORE)
+            else:  # a kind it can make and start afresh (EnergyDetector), or none
+                made = kind() if kind is not None and hasattr(kind, "reset") else None
             self.listening.detector = made
         except Exception as exc:  # noqa: BLE001 (a library that cannot load: the ticks still hold the reply)
             log.error("session %s: no voice detector for speech over a reply as it arrives: %r", self.id, exc)

@@ -164,3 +164,19 @@ async def test_speech_over_a_sounding_reply_holds_it_before_its_tick_is_whole():
     assert pump.floor.held and pump.counters()["interruptions_early"] == 1
     runner.cancel()
     await asyncio.gather(runner, return_exceptions=True)
+
+
+async def test_the_early_hold_hears_with_the_kind_of_detector_the_ticks_are_judged_by():
+    """The echo engine judges ticks by energy: its sessions load no Silero for the early hold (150 MB of RSS in the
+    soak, per server). A live echo takes no turns: nothing holds it."""
+    from media.endpoint import EnergyDetector
+
+    session = await EchoEngine("turn").open_session(get_profile("default"))
+    pump = SessionPump("s7", session, lambda m: None, False)
+    runner = asyncio.create_task(pump.run())
+    assert await wait_until(lambda: pump.listening.detector is not None, 5)
+    assert type(pump.listening.detector) is EnergyDetector
+    runner.cancel()
+    await asyncio.gather(runner, return_exceptions=True)
+    live = await EchoEngine("stream").open_session(get_profile("default"))
+    assert not SessionPump("s8", live, lambda m: None, True).early_hold

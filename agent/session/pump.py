@@ -19,6 +19,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
+import numpy as np
+
 from agent.config import MediaConfig
 from agent.engines.base import (
     EngineSession,
@@ -43,6 +45,7 @@ from media.turn_taking import Floor
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+NO_AUDIO = np.zeros(0, np.float32)
 Send = Callable[[wire.ServerMessage], None]
 
 # What a session counts, summed over sessions by the server's /metrics.
@@ -142,8 +145,9 @@ class SessionPump:
         for chunk in self.aligner.push_audio(audio):
             self.push_chunk(chunk)
         if self.early_hold:
-            tick, so_far = self.aligner.in_progress()
-            self._cancelling(lambda: self.listening.arrived(tick, so_far, self._reply_from is not None))
+            sounding = self._reply_from is not None  # nothing to hold otherwise: the tick in progress is not read
+            tick, so_far = self.aligner.in_progress() if sounding else (-1, NO_AUDIO)
+            self._cancelling(lambda: self.listening.arrived(tick, so_far, sounding))
 
     def push_video(self, video: VideoInput) -> None:
         self.aligner.push_video(video)

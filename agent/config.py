@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import yaml
 
 from agent.profiles import NAMES as PROFILES
-from media.turn_taking import BACKCHANNELS, InterruptionConfig
+from media.turn_taking import BACKCHANNEL_SAYINGS, BACKCHANNELS, STOP_SAYINGS, InterruptionConfig
 
 T = TypeVar("T")
 
@@ -191,6 +191,11 @@ class InterruptionsConfig:
     confirm_without_words_ms: int = 560  # engines that hear no words of their own: speech this long cancels
     continuation_ms: int = 1500  # speech cancelling the reply this soon after the user's turn ended continues it
     backchannels: list[str] = field(default_factory=lambda: sorted(BACKCHANNELS))
+    # Where one of these is at most `sayings_within` (natural log) less likely than the words heard over the reply,
+    # the likelier kind decides: a backchannel resumes the reply, a stop cancels it
+    backchannel_sayings: list[str] = field(default_factory=lambda: list(BACKCHANNEL_SAYINGS))
+    stop_sayings: list[str] = field(default_factory=lambda: list(STOP_SAYINGS))
+    sayings_within: float = 2.5
 
     def judging(self) -> InterruptionConfig:
         return InterruptionConfig(
@@ -200,6 +205,9 @@ class InterruptionsConfig:
             self.words_wait_ms,
             self.confirm_without_words_ms,
             frozenset(w.lower() for w in self.backchannels),
+            tuple(self.backchannel_sayings),
+            tuple(self.stop_sayings),
+            self.sayings_within,
             self.continuation_ms,
         )
 

@@ -35,6 +35,7 @@ import numpy as np
 from agent.bench import spawn_server
 from agent.client import RATE, AgentClient, RoomEcho
 from agent.machine import machine
+from agent.transport.ice import set_host_addresses
 from benchmarks.harness import cough, espeak_rendering, room_impulse, scrape_metrics, wait_until
 
 VOICES = [("en-us", 160), ("en-gb", 150), ("en-us+f3", 175), ("en-us+m3", 185), ("en-gb-x-rp", 165)]
@@ -220,6 +221,7 @@ def pct(values: list[float], q: float) -> float | None:
 
 
 async def run(args: argparse.Namespace) -> dict:
+    set_host_addresses(["127.0.0.1"])  # the client offers loopback alone, as the server does
     ir = room_impulse(Path(tempfile.mkdtemp()), args.reverb)
     room = lambda: RoomEcho(args.delay_ms, args.gain_db, ir)  # noqa: E731
     serve = ["--engine", "cascade", "--max-sessions", "4"] + (["--config", str(args.config)] if args.config else [])

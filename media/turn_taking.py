@@ -18,14 +18,16 @@ for `commit_ms`, cancel the reply: the engine then gets the START, with
 `barge_in`, and the turn goes on as any other. A cough, a backchannel or
 noise (speech that stops with no such words, `words_wait_ms` allowed for
 the words to come) resumes the reply where it paused, and leaves no turn.
-An engine that hears words says so with `heard()`; without words, speech
-shorter than `confirm_without_words_ms` resumes.
+An engine that hears words says so with `heard()`, weighed where it was unsure
+of them (the likelier of a backchannel or a stop saying decides); without
+words, speech shorter than `confirm_without_words_ms` resumes.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,8 +43,15 @@ BACKCHANNELS = frozenset(
 )
 
 
+# How the recogniser writes a backchannel, and words that stop a speaker: where one of them is nearly as likely
+# as what it heard over the reply, the likelier kind decides (see `TurnTaking.heard`)
+BACKCHANNEL_SAYINGS = (
+    "Mm-hmm.", "Mhm.", "Uh-huh.", "Hmm.", "Mm.", "Yeah.", "Okay.", "Yes.", "Right.", "Sure.", "Oh.", "Ah.",
+)  # fmt: skip
+STOP_SAYINGS = ("Stop.", "Wait.", "No.", "Hold on.", "Hang on.", "Excuse me.", "Sorry.", "What?")
+
 STOP_WORDS = frozenset(
-    "stop wait no nope hold pause cancel quiet enough hey excuse sorry what why how when where who help".split()
+    "stop wait no nope hold hang pause cancel quiet enough hey excuse sorry what why how when where who help".split()
 )
 NOTHING, STOP, REQUEST = 0, 1, 2  # what words over the reply mean
 
@@ -55,6 +64,11 @@ class InterruptionConfig:
     words_wait_ms: int = 400  # ... and then how long its words may take to come
     confirm_without_words_ms: int = 560  # an engine that hears no words: speech this long cancels
     backchannels: frozenset[str] = field(default_factory=lambda: BACKCHANNELS)
+    # Where a saying of either kind is at most `sayings_within` less likely than the words heard (natural log,
+    # from the same audio: 2.5 is 12 times), the recogniser was unsure of them, and the likelier kind decides
+    backchannel_sayings: tuple[str, ...] = BACKCHANNEL_SAYINGS
+    stop_sayings: tuple[str, ...] = STOP_SAYINGS
+    sayings_within: float = 2.5
     # Speech that cancels a reply this soon after the user's last turn ended goes on with that turn: its audio
     # leads the new turn's ("Repeat after me: ..." ended at the colon; the words after it cut the reply)
     continuation_ms: int = 1500
@@ -78,6 +92,11 @@ class Floor:
     early_tick: int | None = None
     early: int = 0
     early_released: int = 0
+    # The held speech's words weighed against the sayings (passes); of those, taken for a backchannel though
+    # they would have cancelled, or for a stop though they would not
+    weighed: int = 0
+    weighed_backchannel: int = 0
+    weighed_stop: int = 0
 
     def hold_early(self, tick: int) -> None:
         """A voice heard over the reply within tick `tick`, before the tick is whole: silent from the next frame."""
@@ -189,22 +208,56 @@ class TurnTaking:
             return TurnStep(None, hold=True)
         return TurnStep(event)
 
-    def heard(self, text: str, upto_tick: int) -> None:
-        """What the held speech said, as heard from its start to `upto_tick`.
+    @property
+    def sayings(self) -> tuple[str, ...]:
+        """What an engine weighs the held speech's words against (`heard`'s `gaps`), in this order."""
+        return self.judging.backchannel_sayings + self.judging.stop_sayings
 
-        The agent's own words heard back are not looked for here: the echo canceller keeps them out, and a
-        user's question often repeats the reply's words ("how many people ...")."""
+    def unsure(self, text: str) -> bool:
+        """Whether these words over the reply are worth weighing against the sayings: more than backchannels."""
+        return bool(self._words_in(text))
+
+    def heard(self, text: str, upto_tick: int, gaps: Sequence[float] | None = None) -> None:
+        """What the held speech said, as heard from its start to `upto_tick`; `gaps`: how much less likely each
+        of `sayings` was than `text`, from the same audio (the recogniser's `weigh`).
+
+        Where a saying is nearly as likely as the words heard, the recogniser was unsure of them (a hum over
+        the agent's echo heard as "And he came", "Stop" as "Daven", "Who are you" as "None"): the likelier
+        kind of saying decides. The agent's own words heard back are not looked for here: the echo canceller
+        keeps them out, and a user's question often repeats the reply's words ("how many people ...")."""
         if self._held_at is None:
             return
-        said = [w for w in re.findall(r"[a-z']+", text.lower()) if w.strip("'")]
+        meaning = self.meaning(text, gaps)
+        if gaps:
+            as_heard = self.meaning(text)
+            self.floor.weighed += 1
+            self.floor.weighed_backchannel += as_heard != NOTHING and meaning == NOTHING
+            self.floor.weighed_stop += as_heard == NOTHING and meaning == STOP
+        if meaning == REQUEST or self._words is None or upto_tick >= self._words[1]:
+            self._words = (meaning, upto_tick)
+
+    def meaning(self, text: str, gaps: Sequence[float] | None = None) -> int:
+        """What words over the reply mean: NOTHING (resume), STOP (cancel once all was heard) or REQUEST (cancel
+        at once); with `gaps` (see `heard`), as weighed against the sayings."""
+        meaning = self._meaning(text)
+        if gaps:
+            n = len(self.judging.backchannel_sayings)
+            backchannel, stop = min(gaps[:n], default=math.inf), min(gaps[n:], default=math.inf)
+            if min(backchannel, stop) <= self.judging.sayings_within:
+                meaning = max(meaning, STOP) if stop < backchannel else NOTHING
+        return meaning
+
+    def _meaning(self, text: str) -> int:
         # Letters alone are how a hum is misheard ("M. A. K. M."); one or two other words are as likely a misheard
         # backchannel ("Mm hmm" as "Amend them") or a residue of the agent's voice as a request, which says more
         # (three words) while the reply is held and cancels it at once. A word that stops a speaker ("stop", "wait")
         # cancels it once the whole of what was said has been heard (a partial pass mishears the start of "okay").
-        words = [w for w in said if len(w) > 1 and w not in self.judging.backchannels]
-        meaning = REQUEST if len(words) >= 3 else STOP if any(w in STOP_WORDS for w in words) else NOTHING
-        if meaning == REQUEST or self._words is None or upto_tick >= self._words[1]:
-            self._words = (meaning, upto_tick)
+        words = self._words_in(text)
+        return REQUEST if len(words) >= 3 else STOP if any(w in STOP_WORDS for w in words) else NOTHING
+
+    def _words_in(self, text: str) -> list[str]:
+        said = [w for w in re.findall(r"[a-z']+", text.lower()) if w.strip("'")]
+        return [w for w in said if len(w) > 1 and w not in self.judging.backchannels]
 
     def _judge_held(self) -> TurnStep:
         cfg, ep = self.judging, self.endpointer

@@ -141,6 +141,17 @@ class _SessionCollector(Collector):
         speech_over.add_metric(["early"], totals.get("interruptions_early", 0))  # held before its tick was whole
         speech_over.add_metric(["early_released"], totals.get("interruptions_early_released", 0))  # ... not voiced
         yield speech_over
+        weighed = CounterMetricFamily(
+            "omni_held_words_weighed",
+            "Words heard over the reply weighed against the backchannel and stop sayings (passes): as heard, or "
+            "taken for the likelier saying against them",
+            labels=["verdict"],
+        )
+        backchannel, stop = totals.get("held_words_weighed_backchannel", 0), totals.get("held_words_weighed_stop", 0)
+        weighed.add_metric(["as_heard"], totals.get("held_words_weighed", 0) - backchannel - stop)
+        weighed.add_metric(["backchannel"], backchannel)
+        weighed.add_metric(["stop"], stop)
+        yield weighed
         out_drop = CounterMetricFamily("omni_output_samples_dropped", "Output samples cut", labels=["why"])
         out_drop.add_metric(["backlog"], totals.get("output_dropped_samples", 0))
         out_drop.add_metric(["barge_in"], totals.get("output_flushed_samples", 0))

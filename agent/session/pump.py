@@ -255,6 +255,9 @@ class SessionPump:
             out["interruptions_blips"] = self.floor.blips
             out["interruptions_early"] = self.floor.early
             out["interruptions_early_released"] = self.floor.early_released
+            out["held_words_weighed"] = self.floor.weighed
+            out["held_words_weighed_backchannel"] = self.floor.weighed_backchannel
+            out["held_words_weighed_stop"] = self.floor.weighed_stop
         if self.echo is not None:
             e = self.echo.stats
             out.update(

@@ -81,12 +81,19 @@ def test_speech_over_the_reply_without_words_of_its_own_is_judged_by_its_length(
     assert long.end().audio.size >= 8 * INPUT_SAMPLES_PER_TICK  # the turn from its real start, pre-roll too
 
 
-def feed_pattern(turns: TurnTaking, pattern: str, start: int = 0, heard: dict[int, str] | None = None):
-    """Like run(), with the engine's words: at tick i, `heard[i]` is what the held speech said so far."""
+def feed_pattern(
+    turns: TurnTaking,
+    pattern: str,
+    start: int = 0,
+    heard: dict[int, str] | None = None,
+    gaps: list[float] | None = None,
+):
+    """Like run(), with the engine's words: at tick i, `heard[i]` is what the held speech said so far (each of the
+    sayings `gaps` less likely)."""
     got = {}
     for i, c in enumerate(pattern, start):
         if heard and i in heard:
-            turns.heard(heard[i], turns.endpointer.last_voiced_tick or i)
+            turns.heard(heard[i], turns.endpointer.last_voiced_tick or i, gaps)
         step = turns.feed(chunk(i, LOUD if c == "x" else QUIET), lambda: True)
         for flag in ("hold", "resumed", "barge_in"):
             if getattr(step, flag):
@@ -128,6 +135,39 @@ def test_words_over_the_reply_decide():
     # a lone word that stops nothing is no request
     turns = words_turns()
     assert feed_pattern(turns, "...xxx.....", heard={7: "Uh, I"}) == {-4: "hold", -9: "resumed"}
+
+
+def test_words_the_recogniser_was_unsure_of_are_judged_by_the_likelier_kind_of_saying():
+    """A hum over the agent's echo heard as "And he came", "Stop" as "Stop it", "Who are you" as "None": where a
+    saying is nearly as likely as the words heard, the likelier kind (a backchannel, a stop) decides."""
+
+    def gaps(turns: TurnTaking, backchannel: float, stop: float) -> list[float]:
+        n = len(turns.judging.backchannel_sayings)
+        return [backchannel] * n + [stop] * (len(turns.sayings) - n)
+
+    def judged(text: str, backchannel: float, stop: float, turns: TurnTaking | None = None) -> str:
+        turns = turns or words_turns()
+        got = feed_pattern(turns, "...xxx.....", heard={7: text}, gaps=gaps(turns, backchannel, stop))
+        return "resumed" if "resumed" in got.values() else "barge_in" if "barge_in" in got.values() else str(got)
+
+    turns = words_turns()
+    assert turns.unsure("And he came.") and turns.unsure("None.") and not turns.unsure("Mm, yeah.")
+    assert judged("And he came.", 1.6, 6.0) == "resumed"
+    assert judged("And he came.", 9.0, 9.0) == "barge_in"  # said clearly: its words decide
+    assert judged("So what?", 0.3, 4.0) == "resumed"  # "Sure." misheard
+    assert judged("Stop it.", 1.3, -0.1) == "barge_in"
+    assert judged("None.", 3.3, 2.0) == "barge_in"  # heard as nothing that stops, but a stop was nearly as likely
+    assert judged("None.", 3.3, 4.0) == "resumed"
+    assert judged("And he came.", 2.0, 1.0) == "barge_in"  # a request nearest a stop still cancels
+    # where the recogniser cannot tell (no gaps), the words alone decide
+    assert feed_pattern(words_turns(), "...xxx.....", heard={7: "And he came."})[-7] == "barge_in"
+    turns = words_turns()  # counted: weighed, and swayed either way
+    for text, backchannel, stop in (("What time is it?", 1.6, 6.0), ("None.", 3.3, 2.0)):  # resumed, then cut
+        feed_pattern(turns, "...xxx.....", heard={7: text}, gaps=gaps(turns, backchannel, stop))
+    assert (turns.floor.weighed, turns.floor.weighed_backchannel, turns.floor.weighed_stop) == (2, 1, 1)
+    within = InterruptionConfig(sayings_within=1.0)
+    strict = TurnTaking(EndpointConfig(pause_ms=160, end_silence_ms=480), hears_words=True, interruptions=within)
+    assert judged("And he came.", 1.6, 6.0, strict) == "barge_in"
 
 
 def test_recent_camera_frames():

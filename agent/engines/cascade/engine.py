@@ -377,8 +377,12 @@ class CascadeSession:
             self._held_pass = self._spawn(self._hear_held_words(_nonempty(self.turns.audio()), upto))
 
     async def _hear_held_words(self, audio: np.ndarray, upto: int) -> None:
-        heard = await self.engine.run(self.models.recognizer.hear, audio, ())
-        self.turns.heard(heard.text, upto)
+        recognizer = self.models.recognizer
+        heard = await self.engine.run(recognizer.hear, audio, ())
+        gaps = None
+        if self.turns.unsure(heard.text):  # more than backchannels: how sure of them is the recogniser?
+            gaps = await self.engine.run(recognizer.weigh, heard, self.turns.sayings, self.turns.judging.sayings_within)
+        self.turns.heard(heard.text, upto, gaps)
 
     def _maybe_pass(self, tick: int) -> None:
         busy = self._pass is not None and not self._pass.done()

@@ -44,6 +44,11 @@ class Recognizer(Protocol):
         cheaper (never different)."""
         ...
 
+    def weigh(self, heard: Heard, texts: Sequence[str], within: float | None = None) -> list[float] | None:
+        """How much less likely (natural log) each of `texts` is than what `heard` heard, from the same audio
+        (where more than `within`, it may be a lower bound); None where the recogniser cannot tell."""
+        ...
+
 
 def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -91,6 +96,10 @@ class WhisperRecognizer:
         from agent.engines.cascade.moonshine import Heard
 
         return Heard(self.transcribe(audio))
+
+    def weigh(self, heard: Heard, texts: Sequence[str], within: float | None = None) -> list[float] | None:
+        """CTranslate2 scores texts only from the audio again: not worth a second pass here."""
+        return None
 
 
 class Synthesizer:

@@ -27,7 +27,7 @@ import math
 import os
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -76,11 +76,22 @@ _GUESS = 8
 
 
 @dataclass(frozen=True)
+class _Start:
+    """The decoder after its start token over one encoded utterance: other texts are scored from here."""
+
+    hidden: np.ndarray
+    past: dict[str, np.ndarray]  # the cross-attention over the audio and the start token's self-attention
+    log_probs: np.ndarray  # of the first token
+
+
+@dataclass(frozen=True)
 class Heard:
     """What a pass heard: the text, and its tokens as the next pass's draft."""
 
     text: str
     tokens: tuple[int, ...] = ()
+    log_prob: float = field(default=0.0, compare=False)  # of the tokens and the end, given the audio (natural log)
+    start: _Start | None = field(default=None, repr=False, compare=False)  # what `weigh` scores other texts from
 
 
 def find_bundled_model_dir() -> Path:
@@ -261,6 +272,9 @@ class MoonshineRecognizer:
         shape = decoder_inputs[self._past_names[0]].shape  # [batch, heads, length, head_dim]
         self._heads, self._head_dim = int(shape[1]), int(shape[3])
         self._vocabulary = len(self._pieces)  # logits has 32768 columns, only 32000 are tokens
+        self._piece_ids = {piece: i for i, piece in enumerate(self._pieces) if i > _END_TOKEN}
+        self._longest_piece = max(map(len, self._piece_ids))
+        self._spelt: dict[str, tuple[int, ...]] = {}
 
     def transcribe(self, audio: np.ndarray) -> str:
         """Return the text spoken in ``audio`` (16 kHz mono float in [-1, 1]).
@@ -295,17 +309,76 @@ class MoonshineRecognizer:
         (hidden,) = self._encoder.run(None, {self._encoder_input: padded})
 
         max_tokens = math.ceil(_TOKENS_PER_SECOND * speech.size / SAMPLE_RATE) + _EXTRA_TOKENS
-        tokens = self._tokens(hidden, max_tokens, list(draft))
-        return Heard(self._decode(tokens), tuple(tokens))
+        tokens, log_prob, start = self._tokens(hidden, max_tokens, list(draft))
+        return Heard(self._decode(tokens), tuple(tokens), log_prob, start)
 
-    def _tokens(self, hidden: np.ndarray, max_tokens: int, draft: list[int]) -> list[int]:
-        """Greedy decoding, checking guesses from `draft` in the same call as each token it is sure of."""
+    def weigh(self, heard: Heard, texts: Sequence[str], within: float | None = None) -> list[float] | None:
+        """How much less likely (natural log) each of `texts` is than what was heard, given the same audio.
+
+        Words heard by a small margin (a hum over the agent's echo heard as "And he came", "Stop" as "Daven")
+        are told from words said clearly: for those, any other text is thousands of times less likely. A text
+        whose first token alone is more than `within` less likely is not scored further: its gap is given as
+        that bound (it can only grow). None where nothing was heard. One decoder call per length of the texts
+        left, from the state the pass kept: the audio is not encoded again."""
+        if heard.start is None or not heard.tokens:
+            return None
+        spelt = [self.spell(text) for text in texts]
+        gaps = [heard.log_prob - float(heard.start.log_probs[tokens[0]]) for tokens in spelt]
+        left = [i for i, gap in enumerate(gaps) if within is None or gap <= within]
+        for i, score in zip(left, self._log_likelihoods(heard.start, [spelt[i] for i in left]), strict=True):
+            gaps[i] = heard.log_prob - score
+        return gaps
+
+    def spell(self, text: str) -> tuple[int, ...]:
+        """`text` in the fewest of the model's pieces (a byte each where none fits)."""
+        if text not in self._spelt:
+            data = ("\u2581" + text.strip().replace(" ", "\u2581")).encode()
+            best: list[tuple[int, ...] | None] = [()] + [None] * len(data)
+            for i in range(len(data)):
+                so_far = best[i]
+                if so_far is None:
+                    continue
+                for j in range(i + 1, min(len(data), i + self._longest_piece) + 1):
+                    piece = self._piece_ids.get(data[i:j])
+                    ahead = best[j]
+                    if piece is not None and (ahead is None or len(so_far) + 1 < len(ahead)):
+                        best[j] = (*so_far, piece)
+            spelt = best[-1]
+            assert spelt is not None  # every byte is a piece
+            self._spelt[text] = spelt
+        return self._spelt[text]
+
+    def _log_likelihoods(self, start: _Start, texts: Sequence[Sequence[int]]) -> list[float]:
+        """log p(text, then the end token | the audio) for each text, texts of a length in one batch."""
+        scores = [0.0] * len(texts)
+        by_length: dict[int, list[int]] = {}
+        for i, tokens in enumerate(texts):
+            by_length.setdefault(len(tokens), []).append(i)
+        for length, rows in by_length.items():
+            ids = np.array([texts[i] for i in rows], dtype=np.int64).reshape(len(rows), length)
+            feeds = {
+                "input_ids": ids,
+                "encoder_hidden_states": start.hidden,
+                "use_cache_branch": np.array([True]),
+                **{name: np.repeat(past, len(rows), axis=0) for name, past in start.past.items()},
+            }
+            (logits,) = self._decoder.run(["logits"], feeds)
+            log_probs = _log_softmax(logits[:, :, : self._vocabulary])
+            for row, i in enumerate(rows):
+                after = [*texts[i][1:], _END_TOKEN]
+                scores[i] = float(start.log_probs[texts[i][0]] + log_probs[row, np.arange(length), after].sum())
+        return scores
+
+    def _tokens(self, hidden: np.ndarray, max_tokens: int, draft: list[int]) -> tuple[list[int], float, _Start]:
+        """Greedy decoding, checking guesses from `draft` in the same call as each token it is sure of; with the
+        tokens, their log-likelihood and the decoder's state after its start token."""
         empty = np.zeros((1, self._heads, 0, self._head_dim), dtype=np.float32)
         past = {name: empty for name in self._past_names}
         tokens: list[int] = []
         guess = draft[:_FIRST_GUESS]
         inputs = [_START_TOKEN, *guess]
         kept = 0  # positions in the decoder's self-attention cache
+        log_prob = 0.0  # of the tokens taken, and of the end
         while True:
             first = kept == 0
             feeds = {
@@ -316,6 +389,10 @@ class MoonshineRecognizer:
             }
             outputs = dict(zip(self._output_names, self._decoder.run(self._output_names, feeds), strict=True))
             logits = outputs["logits"][0, :, : self._vocabulary]
+            if first:
+                past0 = {name: outputs[self._present_for_past[name]] for name in self._past_names}
+                past0 = {name: p[:, :, :1] if ".decoder." in name else p for name, p in past0.items()}
+                start = _Start(hidden, past0, _log_softmax(logits[0]))
             best = logits.argmax(axis=-1)
             if first and best[0] == _END_TOKEN and _softmax_at(logits[0], _END_TOKEN) < _END_AT_START:
                 row = logits[0].copy()
@@ -334,8 +411,14 @@ class MoonshineRecognizer:
                 elif first:
                     past[name] = outputs[present]
             token = int(best[right])
-            if token == _END_TOKEN or len(tokens) >= max_tokens:
-                return tokens
+            rows = logits[: right + 1].astype(np.float64)
+            steps = rows[np.arange(right + 1), best[: right + 1]] - _log_sum_exp(rows)
+            log_prob += float(steps[:right].sum())
+            if token == _END_TOKEN:
+                return tokens, log_prob + float(steps[right]), start
+            if len(tokens) >= max_tokens:
+                return tokens, log_prob, start
+            log_prob += float(steps[right])
             tokens.append(token)
             guess = _guess(draft, tokens)
             inputs = [token, *guess]
@@ -357,6 +440,16 @@ def _guess(draft: list[int], tokens: list[int]) -> list[int]:
             if draft[j : j + n] == tail:
                 return draft[j + n : j + n + _GUESS]
     return []
+
+
+def _log_sum_exp(logits: np.ndarray) -> np.ndarray:
+    top = logits.max(axis=-1, keepdims=True)
+    return (top + np.log(np.exp(logits - top).sum(axis=-1, keepdims=True)))[..., 0]
+
+
+def _log_softmax(logits: np.ndarray) -> np.ndarray:
+    logits = logits.astype(np.float64)
+    return logits - _log_sum_exp(logits)[..., None]
 
 
 def _softmax_at(logits: np.ndarray, index: int) -> float:

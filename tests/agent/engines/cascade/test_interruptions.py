@@ -139,3 +139,5 @@ async def test_a_backchannel_and_a_cough_leave_the_reply_going_and_stop_cancels_
     # media.early_hold: the session's own detector heard the replies' ticks as their packets came
     assert ("omni_interruptions_total", (("outcome", "early"),)) in metrics
     assert metrics[("omni_early_hold_cpu_seconds_total", ())] > 0
+    # words more than backchannels ("stop", and "Mm hmm" as "Amen, then") were weighed against the sayings
+    assert sum(v for (name, _), v in metrics.items() if name == "omni_held_words_weighed_total") >= 1

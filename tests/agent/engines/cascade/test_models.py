@@ -109,3 +109,46 @@ def test_moonshine_checks_a_draft_in_one_call_and_hears_exactly_the_same(models,
     rng = np.random.default_rng(5)
     for draft in ((), plain.tokens, plain.tokens[::-1], tuple(rng.integers(3, 32000, 40)), plain.tokens * 2):
         assert recognizer.hear(audio, draft) == plain  # never different, whatever the draft
+
+
+def test_moonshine_weighs_other_texts_from_the_audio_it_heard(models, tmp_path):
+    """`weigh` scores texts from the decoder state the pass kept: the same log-likelihood as a decoding forced
+    through the text from the start; words said clearly leave every backchannel and stop saying far behind,
+    and a saying heard is none behind."""
+    from agent.engines.cascade import moonshine
+    from media.turn_taking import TurnTaking
+
+    recognizer = models.recognizer
+    sayings = TurnTaking(hears_words=True).sayings
+    for text in (*sayings, "Open the rear window, please."):
+        assert recognizer._decode(list(recognizer.spell(text))) == text
+
+    def forced(audio: np.ndarray, text: str) -> float:
+        """log p(text, end | audio): the decoder run once over the start token and the text, no cache."""
+        speech = moonshine._trim_silence(audio)
+        pad = np.zeros(int(moonshine._PAD_SECONDS * 16_000), np.float32)
+        (hidden,) = recognizer._encoder.run(None, {recognizer._encoder_input: np.concatenate([pad, speech, pad])[None]})
+        tokens = list(recognizer.spell(text))
+        empty = np.zeros((1, recognizer._heads, 0, recognizer._head_dim), np.float32)
+        feeds = {"input_ids": np.array([[1, *tokens]]), "encoder_hidden_states": hidden,
+                 "use_cache_branch": np.array([False]), **dict.fromkeys(recognizer._past_names, empty)}  # fmt: skip
+        (logits,) = recognizer._decoder.run(["logits"], feeds)
+        log_probs = moonshine._log_softmax(logits[0, :, : recognizer._vocabulary])
+        return float(log_probs[np.arange(len(tokens) + 1), [*tokens, 2]].sum())
+
+    question = spoken("What time is it?", tmp_path, rate=16_000)
+    heard = recognizer.hear(question)
+    gaps = recognizer.weigh(heard, [heard.text, *sayings])
+    print(f"{heard.text!r}: sayings {min(gaps[1:]):.1f} or more less likely")
+    assert abs(gaps[0]) < 1e-3 and min(gaps[1:]) > 5
+    for i, text in enumerate(("Stop.", "Mm-hmm."), 1):  # the cached state scores as a fresh forced pass does
+        assert abs((forced(question, heard.text) - forced(question, text)) - gaps[sayings.index(text) + 1]) < 1e-3, i
+    yeah = recognizer.hear(espeak_rendering("Yeah.", "en-us"))
+    assert yeah.text == "Yeah." and abs(recognizer.weigh(yeah, sayings)[sayings.index("Yeah.")]) < 1e-3
+    # a saying whose first token alone falls further behind than `within` is left at that bound, never above
+    # its own gap: the verdict (a saying within, and which kind is nearest) is the same
+    for within in (2.5, 0.5):
+        exact, bounded = recognizer.weigh(heard, sayings), recognizer.weigh(heard, sayings, within)
+        for e, b in zip(exact, bounded, strict=True):
+            assert (e <= within and abs(e - b) < 1e-3) or within < b <= e + 1e-3
+    assert recognizer.weigh(recognizer.hear(np.zeros(16_000, np.float32)), sayings) is None  # nothing heard

@@ -1,0 +1,159 @@
+"""Benchmark: what words said over the agent's echo mean, as the recogniser heard them and as weighed.
+
+Offline, on synthetic rooms (sox's reverb, the echo mixed at 16 kHz, no codec): a long reply plays; over it
+come backchannels ("mm hmm", "yeah", ...) and requests or stops ("stop", "what time is it?", ...) in several
+espeak voices; the reply is held 160 ms after each onset (as a barge-in holds it) until the speech has ended.
+The microphone goes through the echo canceller as a session runs it, and each utterance (with 200 ms before
+it) through Moonshine, as the cascade hears speech held over a reply. Printed per utterance: what was heard,
+what it means as heard (`TurnTaking.meaning`) and as weighed against the backchannel and stop sayings
+(`weigh`); in all, the backchannels that would cancel the reply and the requests that would not.
+
+Its phrases, voices and rooms are not the conversation benchmark's (`benchmarks/conversation.py`), which
+measures the same over WebRTC.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from agent.engines.cascade.models import load_models
+from agent.machine import machine
+from benchmarks.harness import espeak_rendering, room_impulse
+from benchmarks.hold_onset import REPLY, microphone
+from media.clock import INPUT_SAMPLES_PER_TICK as TICK
+from media.echo_cancel import EchoCanceller
+from media.pcm import StreamResampler
+from media.turn_taking import NOTHING, TurnTaking
+
+BACKCHANNELS = [
+    "Mm hmm.", "Mhm.", "Uh huh.", "Hmm.", "Mm.", "Yeah.", "Okay.", "Right.", "Yes.", "Sure.", "Yep.",
+    "Uh huh, yeah.", "Oh.", "Ah.", "Okay, okay.",
+]  # fmt: skip
+REQUESTS = [
+    "Stop.", "Wait.", "What time is it?", "No.", "Hang on.", "Who are you?", "Open the window.", "Tell me a joke.",
+    "Can you see me?", "Excuse me.", "How far is it?", "Turn it off.", "Play some music.", "What?", "Never mind.",
+    "Go back.",
+]  # fmt: skip
+VOICES = [
+    ("en-us", 160), ("en-gb", 150), ("en-us+f3", 175), ("en-us+m3", 185), ("en-gb-x-rp", 165), ("en-us+f2", 160),
+    ("en-gb-scotland", 160), ("en-us+m5", 150),
+]  # fmt: skip
+ROOMS = [(200, -6, 50), (120, -10, 30), (300, -8, 70)]  # delay ms, gain dB, sox's reverberance
+SPACING = 2.6  # seconds between onsets
+HOLD_AFTER = 0.16  # the reply is held this long after an onset ...
+RESUME_AFTER = 0.5  # ... until this long after the utterance ends
+MEANINGS = ("nothing", "stop", "request")
+
+
+def room_run(
+    reply16: np.ndarray, reply24: np.ndarray, ir: np.ndarray, room: tuple, said: list[tuple[str, np.ndarray]]
+) -> list[np.ndarray]:
+    """Each of `said` over the reply in `room`, the reply held over it; what the canceller left of each."""
+    onsets = [int((1.5 + SPACING * (i + 1)) * 16_000) + 173 * i for i in range(len(said))]  # any phase of a tick
+    n = (onsets[-1] + 3 * 16_000) // TICK * TICK
+    far16 = np.resize(reply16, n).astype(np.float32)
+    far24 = np.resize(reply24, n * 3 // 2 + 8 * 480).astype(np.float32)
+    for onset, (_, user) in zip(onsets, said, strict=True):
+        a, b = onset + int(HOLD_AFTER * 16_000), onset + user.size + int(RESUME_AFTER * 16_000)
+        far16[a:b] = 0
+        far24[a * 3 // 2 : b * 3 // 2] = 0
+    mic = microphone(far16, ir, room[0], room[1])
+    for onset, (_, user) in zip(onsets, said, strict=True):
+        mic[onset : onset + user.size] += user[: mic.size - onset]
+    aec = EchoCanceller()
+    cleaned = []
+    for t in range(mic.size // TICK):
+        for k in range(4):
+            s = (t * 4 + k) * 480
+            aec.played((np.clip(far24[s : s + 480], -1, 1) * 32767).astype(np.int16))
+        cleaned.append(aec.clean(mic[t * TICK : (t + 1) * TICK]))
+    out = np.concatenate(cleaned)
+    return [out[max(0, onset - 3200) : onset + user.size + 3200] for onset, (_, user) in zip(onsets, said, strict=True)]
+
+
+def run(args: argparse.Namespace) -> dict:
+    tmp = Path(tempfile.mkdtemp())
+    gap = np.zeros(12_000, np.float32)
+    reply24 = np.concatenate([p for text in REPLY for p in (espeak_rendering(text, "en-gb", 24_000), gap)])
+    rs = StreamResampler(24_000, 16_000, quality="HQ")
+    reply16 = np.concatenate([rs.process(reply24), rs.process(np.zeros(0, np.float32), last=True)])
+    recognizer = load_models().recognizer
+    turns = TurnTaking(hears_words=True)
+    items = [(t, "backchannel") for t in BACKCHANNELS] + [(t, "request") for t in REQUESTS]
+    rows = []
+    hear_s, weigh_s = [], []
+    for r, room in enumerate(ROOMS[: args.rooms]):
+        said = []
+        for i, (text, _) in enumerate(items):
+            voice, speed = VOICES[(i + 3 * r) % len(VOICES)]
+            user = espeak_rendering(text, voice, 16_000, speed=speed).astype(np.float32)
+            user = user[int(np.flatnonzero(np.abs(user) > 0.02)[0]) :]  # from its onset
+            said.append((text, user * (0.4 / np.abs(user).max())))
+        segments = room_run(reply16, reply24, room_impulse(tmp, room[2], rate=16_000), room, said)
+        for i, ((text, kind), audio) in enumerate(zip(items, segments, strict=True)):
+            t0 = time.perf_counter()
+            heard = recognizer.hear(audio)
+            t1 = time.perf_counter()
+            gaps = (
+                recognizer.weigh(heard, turns.sayings, turns.judging.sayings_within)
+                if turns.unsure(heard.text)
+                else None
+            )
+            if gaps is not None:
+                weigh_s.append(time.perf_counter() - t1)
+            hear_s.append(t1 - t0)
+            as_heard, weighed = turns.meaning(heard.text), turns.meaning(heard.text, gaps)
+            row = {"room": room, "said": text, "kind": kind, "voice": VOICES[(i + 3 * r) % len(VOICES)][0]}
+            row |= {"heard": heard.text, "as_heard": MEANINGS[as_heard], "weighed": MEANINGS[weighed]}
+            rows.append(row)
+            changed = "  (weighed: changed)" if (as_heard == NOTHING) != (weighed == NOTHING) else ""
+            print(f"  {room} {kind:11} {text!r:18} {row['voice']:15} heard {heard.text!r:32} "
+                  f"{row['as_heard']:>8} -> {row['weighed']}{changed}", flush=True)  # fmt: skip
+
+    def cancelling(kind: str, key: str) -> int:
+        return sum(r["kind"] == kind and r[key] != "nothing" for r in rows)
+
+    n_bc, n_req = sum(r["kind"] == "backchannel" for r in rows), sum(r["kind"] == "request" for r in rows)
+    summary = {
+        "backchannels": n_bc,
+        "backchannels_cancelling_as_heard": cancelling("backchannel", "as_heard"),
+        "backchannels_cancelling_weighed": cancelling("backchannel", "weighed"),
+        "requests": n_req,
+        "requests_cancelling_as_heard": cancelling("request", "as_heard"),
+        "requests_cancelling_weighed": cancelling("request", "weighed"),
+        "hear_ms_median": float(np.median(hear_s) * 1000),
+        "weigh_ms_median": float(np.median(weigh_s) * 1000) if weigh_s else None,
+        "weigh_ms_p90": float(np.percentile(weigh_s, 90) * 1000) if weigh_s else None,
+        "weighed": len(weigh_s),
+    }
+    return {"benchmark": "held_words", "machine": machine(), "summary": summary, "rows": rows}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rooms", type=int, default=len(ROOMS))
+    ap.add_argument("--json", type=Path, default=Path("results/held_words.json"))
+    args = ap.parse_args()
+    result = run(args)
+    s = result["summary"]
+    print(
+        f"\nbackchannels that would cancel the reply, of {s['backchannels']}: as heard "
+        f"{s['backchannels_cancelling_as_heard']}, weighed {s['backchannels_cancelling_weighed']}\n"
+        f"requests and stops that would cancel it, of {s['requests']}: as heard {s['requests_cancelling_as_heard']}, "
+        f"weighed {s['requests_cancelling_weighed']}\n"
+        f"hearing {s['hear_ms_median']:.0f} ms (median); weighing {s['weigh_ms_median']:.0f} ms (median), "
+        f"{s['weigh_ms_p90']:.0f} ms (p90) for the {s['weighed']} unsure"
+    )
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(result, indent=1))
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

@@ -7,6 +7,7 @@ Every limit has a safe default here so that a missing key never means
 from __future__ import annotations
 
 import copy
+import importlib.resources
 import os
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
@@ -19,7 +20,10 @@ from media.turn_taking import BACKCHANNEL_SAYINGS, BACKCHANNELS, STOP_SAYINGS, I
 
 T = TypeVar("T")
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+# The profiles and the page are package data (`agent/configs`, `agent/web`: in a checkout, links to the
+# top-level folders), so an installed wheel finds them without the source tree
+_PACKAGE = Path(str(importlib.resources.files("agent")))
+CONFIG_DIR = _PACKAGE / "configs"
 
 
 class ConfigError(ValueError):
@@ -57,7 +61,7 @@ class ServerConfig:
     messages_per_second: float = 20.0  # per session, with bursts of twice that
     max_session_s: float = 3600.0  # a session ends after this long
     shutdown_grace_s: float = 5.0  # on SIGTERM, live sessions get this long to finish
-    web_dir: str = str(Path(__file__).resolve().parent.parent / "web")
+    web_dir: str = str(_PACKAGE / "web")
     # access: a shared token required in the offer (or OMNI_AGENT_TOKEN); origins
     # allowed besides same-origin and this machine's pages; TLS certificate and key
     token: str = ""

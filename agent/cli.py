@@ -37,6 +37,13 @@ def _serve_args(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ice-server", action="append", default=None, help="a STUN/TURN URL; repeatable")
     p.add_argument("--host-address", action="append", default=None, help="offer only these host candidates; repeatable")
     p.add_argument(
+        "--ice-relay-only",
+        action="store_true",
+        default=None,
+        help="both peers use relayed (TURN) candidates alone; TURN credentials: OMNI_TURN_USERNAME and "
+        "OMNI_TURN_CREDENTIAL, or OMNI_TURN_SECRET (coturn's use-auth-secret)",
+    )
+    p.add_argument(
         "--echo-cancellation",
         choices=["auto", "on", "off"],
         help="cancel the agent's voice in the microphone's audio: auto (clients that do not cancel it), on, off",
@@ -94,6 +101,8 @@ def build_config(args: argparse.Namespace) -> Config:
         cfg.ice.servers = args.ice_server
     if args.host_address is not None:
         cfg.ice.host_addresses = args.host_address
+    if args.ice_relay_only:
+        cfg.ice.relay_only = True
     if args.echo_cancellation is not None:
         cfg.media.echo_cancellation = args.echo_cancellation
     if args.log_level is not None:

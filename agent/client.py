@@ -12,6 +12,8 @@ import bisect
 import contextlib
 import json
 import time
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Protocol
@@ -22,8 +24,9 @@ from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 from websockets.asyncio.client import ClientConnection, connect
 
+from agent.config import IceConfig
 from agent.impair import ImpairingRelay
-from agent.transport.ice import rtc_configuration
+from agent.transport.ice import page_configuration, rtc_configuration
 from media.pacer import Pacer
 from media.rtc.receiver import audio_decoder, tune_receivers
 
@@ -231,6 +234,7 @@ class AgentClient:
         self.text_only = False  # ask for replies in text only
         self.echo_cancelled = False  # say the client cancels the agent's voice itself (the server then does not)
         self.relay: ImpairingRelay | None = None  # the network between: what it sends goes through this
+        self.ice: dict[str, Any] | None = None  # the server's ICE servers and policy, as the page gets them (`/ice`)
         self.profile = profile
         self.mic: Any = mic if mic is not None else MicrophoneTrack()
         self.camera = video
@@ -243,9 +247,16 @@ class AgentClient:
         self._tasks: list[asyncio.Task[Any]] = []
         self._new_message = asyncio.Event()
 
+    def fetch_ice(self) -> None:
+        """The server's ICE servers and policy, read as the page reads them before it builds its peer."""
+        base = self.url.replace("ws", "http", 1).rsplit("/", 1)[0]
+        query = f"?token={urllib.parse.quote(self.token)}" if self.token else ""
+        with urllib.request.urlopen(f"{base}/ice{query}", timeout=10) as reply:
+            self.ice = json.load(reply)
+
     async def connect(self, timeout: float = 10.0) -> dict[str, Any]:
         self.ws = await connect(self.url, max_size=1 << 20)
-        pc = RTCPeerConnection(rtc_configuration([]))
+        pc = RTCPeerConnection(page_configuration(self.ice) if self.ice else rtc_configuration(IceConfig()))
         self.pc = pc
         pc.addTrack(self.mic)
         if self.camera is not None:

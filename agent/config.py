@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import importlib.resources
 import os
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -85,6 +85,27 @@ class IceConfig:
     # The addresses the server offers as host candidates. Empty means all of
     # this machine's addresses plus 127.0.0.1 (aioice leaves loopback out).
     host_addresses: list[str] = field(default_factory=list)
+    # Credentials for the turn:/turns: servers, the page's and the server's own peer: static ones (or
+    # OMNI_TURN_USERNAME, OMNI_TURN_CREDENTIAL), or time-limited ones minted per request from a shared secret
+    # (coturn's use-auth-secret, the TURN REST scheme; or OMNI_TURN_SECRET), valid for `credential_ttl_s`
+    username: str = ""
+    credential: str = ""
+    secret: str = ""
+    credential_ttl_s: int = 86400
+    relay_only: bool = False  # both peers use relayed candidates alone (testing; hiding addresses)
+
+    def with_environment(self) -> IceConfig:
+        """With the environment's credentials where the config has none (secrets stay out of files and `ps`)."""
+        return replace(
+            self,
+            username=self.username or os.environ.get("OMNI_TURN_USERNAME", ""),
+            credential=self.credential or os.environ.get("OMNI_TURN_CREDENTIAL", ""),
+            secret=self.secret or os.environ.get("OMNI_TURN_SECRET", ""),
+        )
+
+    def __repr__(self) -> str:  # a config printed or logged never shows a secret
+        hidden = {"credential": "(hidden)" if self.credential else "", "secret": "(hidden)" if self.secret else ""}
+        return f"IceConfig({ {**asdict(self), **hidden} })"
 
 
 ECHO_CANCELLATION = ("auto", "on", "off")

@@ -12,13 +12,15 @@ import base64
 import contextlib
 import io
 import json
+import os
 import re
 import shutil
+import socket
 import subprocess
 import time
 import urllib.request
 import wave
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,40 @@ from agent.config import Config
 from agent.server import AgentServer
 from agent.server.process import tune_for_real_time
 from media.pcm import StreamResampler
+
+
+@contextlib.contextmanager
+def turn_server(tmp: Path, addresses: list[str], secret: str, port: int = 3478) -> Iterator[subprocess.Popen]:
+    """Debian's coturn on `addresses` (listening and relaying), taking credentials minted from `secret` (its
+    use-auth-secret, the TURN REST scheme); ready when yielded."""
+    turnserver = shutil.which("turnserver")
+    if turnserver is None:
+        raise RuntimeError("Debian's coturn is not installed; scripts/setup.sh --test installs it")
+    cmd = [turnserver, "-n", "--no-cli", "--no-tls", "--no-dtls", "--simple-log", "--log-file", "stdout",
+           "--listening-port", str(port), "--use-auth-secret", f"--static-auth-secret={secret}", "--realm",
+           "omni.test", "--min-port", "49152", "--max-port", "49400", "--pidfile", str(tmp / "turn.pid"),
+           "--no-software-attribute"]  # fmt: skip
+    for address in addresses:
+        cmd += ["--listening-ip", address, "--relay-ip", address]
+    if any(a.startswith("127.") for a in addresses):
+        cmd.append("--allow-loopback-peers")  # both peers' relays on this machine's loopback
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for _ in range(200):  # bounded: until it answers on its UDP port
+            probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            probe.settimeout(0.05)
+            try:  # a STUN binding request: 20 bytes of header, magic cookie, a transaction id
+                probe.sendto(bytes.fromhex("000100002112a442") + os.urandom(12), (addresses[0], port))
+                if probe.recv(1500):
+                    break
+            except OSError:
+                time.sleep(0.02)
+            finally:
+                probe.close()
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 def make_config(engine: str = "echo", mode: str = "stream", **server: Any) -> Config:

@@ -2,7 +2,7 @@
 # Creates .venv and installs omni-agent into it, and (as root, where missing)
 # the Debian packages the translation profile uses: apertium with its
 # English-Spanish/Catalan/Galician data and espeak-ng. `--test` adds what the
-# test suite needs: the Python test tools, chromium, sox and iproute2.
+# test suite needs: the Python test tools, chromium, sox, iproute2 and coturn.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +26,7 @@ if [[ $want_test == 1 ]]; then
   command -v sox >/dev/null || missing+=(sox)
   command -v ip >/dev/null || missing+=(iproute2)
   command -v unshare >/dev/null || missing+=(util-linux)
+  command -v turnserver >/dev/null || missing+=(coturn)  # the TURN relay tests' server
 fi
 if (( ${#missing[@]} )); then
   if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then

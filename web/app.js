@@ -263,7 +263,25 @@ async function connect() {
     showError(`The microphone is needed: ${e.message || e}`);
     return;
   }
-  pc = new RTCPeerConnection({ iceServers: [] });
+  // The server's ICE servers (STUN, TURN with its credentials) and policy, for a user behind a NAT.
+  let ice;
+  try {
+    const token = params.get("token");
+    const reply = await fetch(token ? `/ice?token=${encodeURIComponent(token)}` : "/ice");
+    if (!reply.ok) throw new Error(`${reply.status} ${(await reply.text()).trim()}`);
+    ice = await reply.json();
+  } catch (e) {
+    for (const t of micStream.getTracks()) t.stop();
+    micStream = null;
+    setState("idle");
+    showError(`The server's connection settings could not be read: ${e.message || e}`);
+    return;
+  }
+  omni.ice = ice;
+  omni.iceErrors = [];
+  pc = new RTCPeerConnection(ice);
+  // A TURN server that refuses (a wrong or expired credential: 401) or cannot be reached says so here.
+  pc.addEventListener("icecandidateerror", (e) => omni.iceErrors.push(`${e.url || "?"}: ${e.errorCode} ${e.errorText || ""}`.trim()));
   pc.addTrack(micStream.getAudioTracks()[0], micStream);
   // Always offer a video section, so the camera can come and go without renegotiating.
   videoSender = pc.addTransceiver("video", { direction: "sendonly" }).sender;
@@ -284,6 +302,12 @@ async function connect() {
   if (audioCtx.state === "suspended") audioCtx.resume();
   await pc.setLocalDescription(await pc.createOffer());
   await waitForCandidates(pc);
+  if (!/^a=candidate:/m.test(pc.localDescription.sdp)) {
+    const why = omni.iceErrors.length ? ` (${omni.iceErrors.join("; ")})` : "";
+    hangUp();
+    showError(`No way to reach the server was found${why}`);
+    return;
+  }
 
   ws = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`);
   ws.onmessage = onMessage;

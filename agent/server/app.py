@@ -29,6 +29,7 @@ from agent.server.metrics import ServerMetrics
 from agent.server.overload import Level, OverloadPolicy
 from agent.server.workers import merged_metrics, write_metrics
 from agent.transport.connection import Connection, Refused
+from agent.transport.ice import TURN_SCHEMES, check_turn, page_ice
 from agent.transport.realtime import RealtimeConnection
 from agent.transport.signalling import SignallingConnection
 from agent.wire.messages import Error, Metrics
@@ -51,13 +52,25 @@ class AgentServer:
         self.started = time.monotonic()
         self._server: Server | None = None
         self._monitor: asyncio.Task[None] | None = None
+        self._turn_check: asyncio.Task[None] | None = None
         self.metrics = ServerMetrics(lambda: [c.pump for c in self.sessions.values() if c.pump is not None])
         self.overload = OverloadPolicy(config.overload)
         token = config.server.token or os.environ.get("OMNI_AGENT_TOKEN", "")
         self.admission = Admission(config.server, token)
         self.ssl = ssl_context(config.server.cert, config.server.key) if config.server.cert else None
         operator = config.server.operator_token or os.environ.get("OMNI_OPERATOR_TOKEN", "")
-        self.http = HttpRoutes(config.server.web_dir, self._metrics_body, self._health, operator)
+        config.ice = config.ice.with_environment()  # the TURN credentials, for the page and the server's peer
+        self.http = HttpRoutes(
+            config.server.web_dir, self._metrics_body, self._health, operator, lambda: page_ice(config.ice), token
+        )
+
+    async def _check_turn(self) -> None:
+        """Say in the log at start whether each TURN server takes the credentials the peers get."""
+        for url, problem in (await check_turn(self.config.ice)).items():
+            if problem is None:
+                log.info("TURN server %s allocates relays with the configured credentials", url)
+            else:
+                log.error("TURN server %s gives no relay: %s; peers that need it cannot connect", url, problem)
 
     @property
     def accepting(self) -> bool:
@@ -75,6 +88,8 @@ class AgentServer:
             except Exception as exc:  # each session then says so and goes on without it
                 log.error("the echo canceller's library did not load: %r", exc)
         shared_process().start()  # the camera decoders' process, before the first session needs it
+        if any(url.startswith(TURN_SCHEMES) for url in self.config.ice.servers):
+            self._turn_check = asyncio.create_task(self._check_turn(), name="turn-check")
         self._server = await serve(
             self._handle,
             self.config.server.host,
@@ -230,8 +245,9 @@ class AgentServer:
         await self.close()
 
     async def close(self) -> None:
-        if self._monitor is not None:
-            self._monitor.cancel()
+        for task in (self._monitor, self._turn_check):
+            if task is not None:
+                task.cancel()
         await asyncio.gather(*(c.close("server shutting down") for c in list(self.sessions.values())))
         if self._server is not None:
             self._server.close()

@@ -1,4 +1,7 @@
-"""The plain HTTP side of the server: the page, `/healthz`, `/metrics`; WebSocket paths pass through.
+"""The plain HTTP side of the server: the page, `/ice`, `/healthz`, `/metrics`; WebSocket paths pass through.
+
+`/ice` gives the page the ICE servers to build its peer with (TURN credentials included): with a page token
+set, only to a request that carries it (`?token=`, as the page's own URL does).
 
 The operator's endpoints (`/metrics`, `/healthz`) answer anyone unless an operator token is set; then only a
 request with `Authorization: Bearer <token>` (what Prometheus sends with `authorization: {credentials: ...}`).
@@ -13,6 +16,7 @@ from collections.abc import Callable
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from websockets.asyncio.server import ServerConnection
 from websockets.datastructures import Headers
@@ -44,8 +48,12 @@ class HttpRoutes:
         metrics: Callable[[], bytes],
         health: Callable[[], dict[str, Any]],
         operator_token: str = "",
+        ice: Callable[[], dict[str, Any]] = lambda: {"iceServers": [], "iceTransportPolicy": "all"},
+        page_token: str = "",
     ) -> None:
         self.web_dir = Path(web_dir).resolve()
+        self.ice = ice
+        self.page_token = page_token
         self.metrics = metrics
         self.health = health
         self.operator_token = operator_token
@@ -63,6 +71,11 @@ class HttpRoutes:
                 reply = response(connection, HTTPStatus.UNAUTHORIZED, body, "text/plain")
                 reply.headers["WWW-Authenticate"] = 'Bearer realm="omni-agent operator"'
                 return reply
+        if path == "/ice":
+            given = parse_qs(urlsplit(request.path).query).get("token", [""])[0]
+            if not token_ok(self.page_token, given):
+                return response(connection, HTTPStatus.UNAUTHORIZED, b"this needs the page's token\n", "text/plain")
+            return response(connection, HTTPStatus.OK, json.dumps(self.ice()).encode(), "application/json")
         if path == "/metrics":
             return response(connection, HTTPStatus.OK, self.metrics(), "text/plain; version=0.0.4")
         if path == "/healthz":

@@ -44,7 +44,7 @@ class Peer:
     async def answer(
         self, sdp: str, options: dict[str, Any], text_only: bool = False, echo_cancelled: bool = False
     ) -> str:
-        pc = RTCPeerConnection(rtc_configuration(self.config.ice.servers))
+        pc = RTCPeerConnection(rtc_configuration(self.config.ice))
         self.pc = pc
         pc.on("track", self._on_track)
         pc.on("connectionstatechange", self._on_state)

@@ -100,7 +100,8 @@ def check_offer(msg: dict[str, Any], limits: Limits) -> Offer:
     if not any(ln.startswith("a=candidate:") for ln in lines):
         raise ProtocolError(
             "bad_sdp",
-            "the offer carries no ICE candidates; gather them all before sending (no trickle)",
+            "the offer carries no ICE candidates; gather them all before sending (no trickle). With a relay-only "
+            "policy (`/ice`), none means the TURN server refused the credentials or could not be reached",
             True,
         )
     token = msg.get("token")

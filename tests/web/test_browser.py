@@ -18,7 +18,16 @@ import numpy as np
 import pytest
 
 from agent.impair import ImpairingRelay, Impairment
-from benchmarks.harness import CHROMIUM, chromium_flags, pink_noise, read_wav, scrape_metrics, speech_wav, write_wav
+from benchmarks.harness import (
+    CHROMIUM,
+    chromium_flags,
+    pink_noise,
+    read_wav,
+    scrape_metrics,
+    speech_wav,
+    turn_server,
+    write_wav,
+)
 from tests.support import loopback_only
 
 pytestmark = pytest.mark.browser
@@ -122,6 +131,42 @@ def test_page_talks_to_echo_agent(echo_url, tmp_path):
         page.screenshot(path="results/page-echo.png", full_page=True)
         page.click("#connect")  # hang up
         page.wait_for_function("document.getElementById('state').dataset.state === 'idle'", timeout=30_000)
+
+
+SELECTED_PAIR = """async () => {
+    const stats = await pc.getStats();
+    let pair = null;
+    stats.forEach((s) => {
+        if (s.type === "transport" && s.selectedCandidatePairId) pair = stats.get(s.selectedCandidatePairId);
+    });
+    return pair && [stats.get(pair.localCandidateId).candidateType, stats.get(pair.remoteCandidateId).candidateType];
+}"""
+
+
+def test_page_talks_through_a_turn_relay_alone_and_says_when_its_credential_is_refused(tmp_path, monkeypatch):
+    """Fails where the page builds its peer without the server's ICE servers (`/ice`): relay-only, it has no
+    candidate to offer. Debian's coturn on loopback; with a secret it does not share, the page says why."""
+    with turn_server(tmp_path, ["127.0.0.1"], "page-relay-secret", port=3479):
+        for secret in ("page-relay-secret", "not-the-secret"):
+            monkeypatch.setenv("OMNI_TURN_SECRET", secret)
+            relay = ["--ice-server", "turn:127.0.0.1:3479", "--ice-relay-only"]
+            server = serve("--engine", "echo", "--mode", "turn", *relay)
+            url = next(server)
+            (tmp_path / secret).mkdir()
+            with browser(tmp_path / secret, "Hello through the relay. This is a test.") as page:
+                page.goto(url + "?raw=1")
+                page.click("#connect")
+                if secret == "not-the-secret":
+                    page.wait_for_function("!document.getElementById('error').hidden", timeout=30_000)
+                    error = page.locator("#error").inner_text()
+                    assert "No way to reach the server" in error and "401" in error, error
+                    assert page.evaluate("window.omni.connected") is False
+                else:
+                    page.wait_for_function("window.omni.states.includes('speaking')", timeout=30_000)
+                    assert page.evaluate(SELECTED_PAIR) == ["relay", "relay"]
+                    assert page.evaluate("window.omni.ice.iceTransportPolicy") == "relay"
+                    page.wait_for_function("window.omni.remotePeak > 0.05", timeout=20_000)  # said back
+            next(server, None)
 
 
 def test_page_gets_a_spoken_answer_from_the_default_engine(cascade_url, tmp_path):

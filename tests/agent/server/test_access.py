@@ -108,6 +108,28 @@ async def test_the_operators_endpoints_need_their_own_token_and_the_page_does_no
     assert "scrape-token-2" not in caplog.text  # a secret never reaches the log
 
 
+async def test_the_page_reads_its_ice_servers_with_the_pages_token(caplog):
+    """`/ice`: the servers and policy the page builds its peer with, TURN credentials minted per request from
+    the shared secret; with a page token, only for a request that carries it."""
+    cfg = make_config("echo", "stream")
+    cfg.server.token = "page-token-1"
+    cfg.ice.servers = ["turn:127.0.0.1:3478"]
+    cfg.ice.secret = "turn-secret-3"
+    cfg.ice.relay_only = True
+    caplog.set_level(logging.DEBUG)
+    async with running(cfg) as server:
+        for path in ("/ice", "/ice?token=wrong"):
+            status, _, _ = await asyncio.to_thread(get, server.port, path)
+            assert status == 401, path
+        status, headers, body = await asyncio.to_thread(get, server.port, "/ice?token=page-token-1")
+        assert status == 200 and headers["Content-Type"] == "application/json"
+        ice = json.loads(body)
+        assert ice["iceTransportPolicy"] == "relay"
+        (turn,) = ice["iceServers"]
+        assert turn["urls"] == ["turn:127.0.0.1:3478"] and turn["username"].endswith(":omni-agent")
+    assert "turn-secret-3" not in caplog.text and turn["credential"] not in caplog.text
+
+
 async def test_without_an_operator_token_the_endpoints_answer_anyone():
     async with running(make_config("echo", "stream")) as server:
         status, _, body = await asyncio.to_thread(get, server.port, "/healthz")

@@ -9,6 +9,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from agent.client import AgentClient, CameraTrack
+from agent.config import IceConfig
 from agent.transport.ice import rtc_configuration
 from benchmarks.harness import make_config, media_flowing, running, wait_until, ws_url
 from tests.support import healthy_round_trip
@@ -29,7 +30,7 @@ async def closed(ws, timeout=5.0):
 
 
 async def video_only_offer():
-    pc = RTCPeerConnection(rtc_configuration([]))
+    pc = RTCPeerConnection(rtc_configuration(IceConfig()))
     pc.addTrack(CameraTrack(size=(64, 48)))
     await pc.setLocalDescription(await pc.createOffer())
     sdp = pc.localDescription.sdp

@@ -27,6 +27,7 @@ if [[ $want_test == 1 ]]; then
   command -v ip >/dev/null || missing+=(iproute2)
   command -v unshare >/dev/null || missing+=(util-linux)
   command -v turnserver >/dev/null || missing+=(coturn)  # the TURN relay tests' server
+  command -v curl >/dev/null || missing+=(curl)  # docs/production.md's checks, run as written
 fi
 if (( ${#missing[@]} )); then
   if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then

@@ -77,11 +77,13 @@ async def forward(listen: str, to: str, port: int) -> asyncio.Server:
     return await asyncio.start_server(accept, listen, port)
 
 
-async def relayed_session(tmp_path: Path, server_secret: str) -> tuple[dict, str]:
+async def relayed_session(
+    tmp_path: Path, server_secret: str, turn_url: str = f"turn:{SERVER[0]}:3478"
+) -> tuple[dict, str]:
     """A session of the client's through the relay; what the client printed, and the server's log."""
     env = {**os.environ, "OMNI_TURN_SECRET": server_secret, "PYTHONPATH": str(ROOT)}
     serve = [sys.executable, "-m", "agent.cli", "serve", "--engine", "echo", "--mode", "turn", "--host", SERVER[1],
-             "--port", str(PORT), "--host-address", SERVER[1], "--ice-server", f"turn:{SERVER[0]}:3478",
+             "--port", str(PORT), "--host-address", SERVER[1], "--ice-server", turn_url,
              "--ice-relay-only", "--transcripts", ""]  # fmt: skip
     turn = turn_server(tmp_path, [SERVER[0], CLIENT[0]], SECRET)
     with namespace("vs", SERVER) as server_ns, namespace("vc", CLIENT) as client_ns, turn:
@@ -119,16 +121,17 @@ async def relayed_session(tmp_path: Path, server_secret: str) -> tuple[dict, str
     return result, "".join(said_at_start) + log
 
 
-async def test_a_spoken_turn_is_answered_through_the_turn_relay_alone(tmp_path):
+@pytest.mark.parametrize("url", [f"turn:{SERVER[0]}:3478", f"turn:{SERVER[0]}:3478?transport=tcp"])
+async def test_a_spoken_turn_is_answered_through_the_turn_relay_alone(tmp_path, url):
     """Fails without TURN credentials for both peers (the page's from `/ice`, minted from the shared secret):
     relay-only, neither side has a candidate and the offer is refused."""
-    got, log = await relayed_session(tmp_path, SECRET)
+    got, log = await relayed_session(tmp_path, SECRET, url)
     print(got, log[-2000:])
-    assert f"TURN server turn:{SERVER[0]}:3478 allocates relays" in log
+    assert f"TURN server {url} allocates relays" in log
     ice = got["ice"]
     assert ice["iceTransportPolicy"] == "relay"
     (turn,) = ice["iceServers"]
-    assert turn["urls"] == [f"turn:{SERVER[0]}:3478"] and turn["username"].endswith(":omni-agent")
+    assert turn["urls"] == [url] and turn["username"].endswith(":omni-agent")
     assert got.get("refused") is None, got
     assert got["pair"] == ["relay", "relay"]
     assert got["figures"]["type"] == "metrics" and got["peak"] > 0.05  # the echo engine said it back

@@ -45,10 +45,12 @@ def serve(*engine_args: str) -> Iterator[str]:
         if m := re.search(r"open (http://\S+)", proc.stdout.readline()):
             url = m.group(1)
             break
-    assert url, "the server printed no URL"
-    yield url
-    proc.terminate()
-    assert proc.wait(10) == 0, "the server did not stop cleanly on SIGTERM"
+    try:
+        assert url, "the server printed no URL"
+        yield url
+    finally:  # also where the test failed or closed this generator early
+        proc.terminate()
+        assert proc.wait(10) == 0, "the server did not stop cleanly on SIGTERM"
 
 
 @pytest.fixture
@@ -150,10 +152,10 @@ def test_page_talks_through_a_turn_relay_alone_and_says_when_its_credential_is_r
         for secret in ("page-relay-secret", "not-the-secret"):
             monkeypatch.setenv("OMNI_TURN_SECRET", secret)
             relay = ["--ice-server", "turn:127.0.0.1:3479", "--ice-relay-only"]
-            server = serve("--engine", "echo", "--mode", "turn", *relay)
-            url = next(server)
             (tmp_path / secret).mkdir()
-            with browser(tmp_path / secret, "Hello through the relay. This is a test.") as page:
+            server = contextlib.closing(serve("--engine", "echo", "--mode", "turn", *relay))
+            with server as started, browser(tmp_path / secret, "Hello through the relay. This is a test.") as page:
+                url = next(started)
                 page.goto(url + "?raw=1")
                 page.click("#connect")
                 if secret == "not-the-secret":
@@ -166,7 +168,6 @@ def test_page_talks_through_a_turn_relay_alone_and_says_when_its_credential_is_r
                     assert page.evaluate(SELECTED_PAIR) == ["relay", "relay"]
                     assert page.evaluate("window.omni.ice.iceTransportPolicy") == "relay"
                     page.wait_for_function("window.omni.remotePeak > 0.05", timeout=20_000)  # said back
-            next(server, None)
 
 
 def test_page_gets_a_spoken_answer_from_the_default_engine(cascade_url, tmp_path):

@@ -36,6 +36,11 @@ def _serve_args(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-sessions", type=int, help="concurrent sessions before new ones get `busy`")
     p.add_argument("--ice-server", action="append", default=None, help="a STUN/TURN URL; repeatable")
     p.add_argument("--host-address", action="append", default=None, help="offer only these host candidates; repeatable")
+    p.add_argument("--turn-username", help="static TURN credentials (better: OMNI_TURN_USERNAME; ps shows arguments)")
+    p.add_argument("--turn-credential", help="... and password (better: OMNI_TURN_CREDENTIAL)")
+    p.add_argument(
+        "--turn-secret", help="coturn's static-auth-secret: credentials minted per request (better: OMNI_TURN_SECRET)"
+    )
     p.add_argument(
         "--ice-relay-only",
         action="store_true",
@@ -103,6 +108,9 @@ def build_config(args: argparse.Namespace) -> Config:
         cfg.ice.host_addresses = args.host_address
     if args.ice_relay_only:
         cfg.ice.relay_only = True
+    for name in ("username", "credential", "secret"):
+        if getattr(args, f"turn_{name}") is not None:
+            setattr(cfg.ice, name, getattr(args, f"turn_{name}"))
     if args.echo_cancellation is not None:
         cfg.media.echo_cancellation = args.echo_cancellation
     if args.log_level is not None:

@@ -54,3 +54,14 @@ def test_the_realtime_dialect_reaches_the_engine(tmp_path):
     yaml.write_text("engine:\n  name: realtime\n  options:\n    url: ws://x/v1/realtime\n    dialect: klingon\n")
     with pytest.raises(ValueError, match="unknown realtime dialect 'klingon'"):
         make_engine(build_config(serve_args("--config", str(yaml))).engine)
+
+
+def test_the_ice_settings_from_the_command_line_and_the_yaml(tmp_path):
+    cfg = build_config(serve_args("--ice-server", "turn:127.0.0.1:3478", "--turn-secret", "s", "--ice-relay-only"))
+    assert (cfg.ice.servers, cfg.ice.secret, cfg.ice.relay_only) == (["turn:127.0.0.1:3478"], "s", True)
+    static = build_config(serve_args("--turn-username", "u", "--turn-credential", "p"))
+    assert (static.ice.username, static.ice.credential, static.ice.relay_only) == ("u", "p", False)
+    yaml = tmp_path / "ice.yaml"
+    yaml.write_text("ice:\n  servers: ['turn:127.0.0.1:3478']\n  secret: from-file\n  credential_ttl_s: 600\n")
+    from_file = build_config(serve_args("--config", str(yaml)))
+    assert (from_file.ice.secret, from_file.ice.credential_ttl_s) == ("from-file", 600)

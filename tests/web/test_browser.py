@@ -146,8 +146,9 @@ SELECTED_PAIR = """async () => {
 
 
 def test_page_talks_through_a_turn_relay_alone_and_says_when_its_credential_is_refused(tmp_path, monkeypatch):
-    """Fails where the page builds its peer without the server's ICE servers (`/ice`): relay-only, it has no
-    candidate to offer. Debian's coturn on loopback; with a secret it does not share, the page says why."""
+    """Fails where the page builds its peer without the server's ICE servers (`/ice`): its selected pair is then
+    host/relay, not relay/relay. Debian's coturn on loopback; with a secret it does not share, the page says
+    why."""
     with turn_server(tmp_path, ["127.0.0.1"], "page-relay-secret", port=3479):
         for secret in ("page-relay-secret", "not-the-secret"):
             monkeypatch.setenv("OMNI_TURN_SECRET", secret)

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from agent.client import AgentClient
+from agent.client import RATE, AgentClient
 from agent.config import Config
 from agent.server import AgentServer
 from agent.server.process import tune_for_real_time
@@ -110,6 +110,27 @@ async def media_flowing(client: AgentClient, timeout: float = 20.0) -> None:
     """Wait until the server's audio track reaches the client (ICE and DTLS are up), instead of a fixed sleep."""
     if not await wait_until(lambda: len(client.received.frames) >= 5, timeout):
         raise TimeoutError(f"no audio from the server within {timeout} s of connecting")
+
+
+async def round_trip(client: AgentClient, pcm: np.ndarray, timeout: float = 10.0) -> float | None:
+    """Play `pcm` and wait for a loud sample to come back: the round trip (s), or None if none came in time."""
+    ident = client.mic.play(pcm)
+    found: list[float] = []
+
+    def back() -> bool:
+        t0 = client.mic.sent_at.get(ident)
+        if t0 is None:
+            return False
+        t1 = client.received.first_loud_after(t0)
+        if t1 is not None:
+            found.append(t1 - t0)
+        return t1 is not None
+
+    await wait_until(back, timeout)
+    return found[-1] if found else None
+
+
+CLICK = (0.8 * np.sin(np.arange(480) * 2 * np.pi * 1000 / RATE)).astype(np.float32)
 
 
 def scrape_metrics(port: int) -> dict[tuple[str, tuple], float]:

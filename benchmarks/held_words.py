@@ -25,10 +25,9 @@ import numpy as np
 from agent.engines.cascade.models import load_models
 from agent.machine import machine
 from benchmarks.harness import espeak_rendering, room_impulse
-from benchmarks.hold_onset import REPLY, microphone
+from benchmarks.hold_onset import microphone, reply_audio
 from media.clock import INPUT_SAMPLES_PER_TICK as TICK
 from media.echo_cancel import EchoCanceller
-from media.pcm import StreamResampler
 from media.turn_taking import NOTHING, TurnTaking
 
 BACKCHANNELS = [
@@ -79,10 +78,7 @@ def room_run(
 
 def run(args: argparse.Namespace) -> dict:
     tmp = Path(tempfile.mkdtemp())
-    gap = np.zeros(12_000, np.float32)
-    reply24 = np.concatenate([p for text in REPLY for p in (espeak_rendering(text, "en-gb", 24_000), gap)])
-    rs = StreamResampler(24_000, 16_000, quality="HQ")
-    reply16 = np.concatenate([rs.process(reply24), rs.process(np.zeros(0, np.float32), last=True)])
+    reply24, reply16 = reply_audio()
     recognizer = load_models().recognizer
     turns = TurnTaking(hears_words=True)
     items = [(t, "backchannel") for t in BACKCHANNELS] + [(t, "request") for t in REQUESTS]
@@ -98,7 +94,7 @@ def run(args: argparse.Namespace) -> dict:
         segments = room_run(reply16, reply24, room_impulse(tmp, room[2], rate=16_000), room, said)
         for i, ((text, kind), audio) in enumerate(zip(items, segments, strict=True)):
             t0 = time.perf_counter()
-            heard = recognizer.hear(audio)
+            heard = recognizer.hear(audio, weighable=True)
             t1 = time.perf_counter()
             gaps = (
                 recognizer.weigh(heard, turns.sayings, turns.judging.sayings_within)

@@ -51,6 +51,14 @@ ROOMS = [(200, -6, 50), (80, -15, 30), (300, -8, 70), (150, -3, 50)]  # delay ms
 LIMIT_MS = 1500
 
 
+def reply_audio() -> tuple[np.ndarray, np.ndarray]:
+    """The reply the rooms play: at 24 kHz as the session sends it, and at 16 kHz as the microphone hears it."""
+    gap = np.zeros(12_000, np.float32)
+    reply24 = np.concatenate([p for text in REPLY for p in (espeak_rendering(text, "en-gb", 24_000), gap)])
+    rs = StreamResampler(24_000, 16_000, quality="HQ")
+    return reply24, np.concatenate([rs.process(reply24), rs.process(np.zeros(0, np.float32), last=True)])
+
+
 def microphone(far16: np.ndarray, ir: np.ndarray, delay_ms: int, gain_db: float) -> np.ndarray:
     wet = np.convolve(far16, ir / np.sqrt(np.dot(ir, ir)) * 10 ** (gain_db / 20))[: far16.size]
     d = delay_ms * 16
@@ -105,10 +113,7 @@ def holds(reply24: np.ndarray, mic: np.ndarray, onset: int) -> dict[str, float |
 
 def run(args: argparse.Namespace) -> dict:
     tmp = Path(tempfile.mkdtemp())
-    gap = np.zeros(12_000, np.float32)
-    reply24 = np.concatenate([p for text in REPLY for p in (espeak_rendering(text, "en-gb", 24_000), gap)])
-    rs = StreamResampler(24_000, 16_000, quality="HQ")
-    far16 = np.concatenate([rs.process(reply24), rs.process(np.zeros(0, np.float32), last=True)])
+    reply24, far16 = reply_audio()
     rows = []
     for r, room in enumerate(ROOMS[: args.rooms]):
         ir = room_impulse(tmp, room[2], rate=16_000)

@@ -17,29 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
-from agent.client import RATE, AgentClient
+from agent.client import AgentClient
 from agent.machine import machine
 from agent.transport.ice import set_host_addresses
-from benchmarks.harness import make_config, running, turn_server, wait_until, ws_url
+from benchmarks.harness import CLICK, make_config, round_trip, running, turn_server, wait_until, ws_url
 
 SECRET = "turn-relay-benchmark"
 PORT = 3479
-CLICK = (0.8 * np.sin(np.arange(480) * 2 * np.pi * 1000 / RATE)).astype(np.float32)
-
-
-async def click_round_trip(client: AgentClient, timeout: float = 5.0) -> float | None:
-    ident = client.mic.play(CLICK)
-    found: list[float] = []
-
-    def back() -> bool:
-        t0 = client.mic.sent_at.get(ident)
-        t1 = None if t0 is None else client.received.first_loud_after(t0)
-        if t0 is not None and t1 is not None:
-            found.append(t1 - t0)
-        return bool(found)
-
-    await wait_until(back, timeout)
-    return found[-1] if found else None
 
 
 async def session(server, relayed: bool, clicks: int) -> dict:
@@ -53,7 +37,7 @@ async def session(server, relayed: bool, clicks: int) -> dict:
     await wait_until(lambda: len(client.received.frames) >= 25, 10)  # past the first half second
     trips = []
     for _ in range(clicks):
-        trips.append(await click_round_trip(client))
+        trips.append(await round_trip(client, CLICK, 5.0))
         await asyncio.sleep(0.3)
     await client.close()
     return {"setup_s": setup, "round_trips_s": trips}

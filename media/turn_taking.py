@@ -227,9 +227,9 @@ class TurnTaking:
         keeps them out, and a user's question often repeats the reply's words ("how many people ...")."""
         if self._held_at is None:
             return
-        meaning = self.meaning(text, gaps)
+        as_heard = self._meaning(text)
+        meaning = self._weighed(as_heard, gaps)
         if gaps:
-            as_heard = self.meaning(text)
             self.floor.weighed += 1
             self.floor.weighed_backchannel += as_heard != NOTHING and meaning == NOTHING
             self.floor.weighed_stop += as_heard == NOTHING and meaning == STOP
@@ -239,12 +239,14 @@ class TurnTaking:
     def meaning(self, text: str, gaps: Sequence[float] | None = None) -> int:
         """What words over the reply mean: NOTHING (resume), STOP (cancel once all was heard) or REQUEST (cancel
         at once); with `gaps` (see `heard`), as weighed against the sayings."""
-        meaning = self._meaning(text)
+        return self._weighed(self._meaning(text), gaps)
+
+    def _weighed(self, meaning: int, gaps: Sequence[float] | None) -> int:
         if gaps:
             n = len(self.judging.backchannel_sayings)
             backchannel, stop = min(gaps[:n], default=math.inf), min(gaps[n:], default=math.inf)
             if min(backchannel, stop) <= self.judging.sayings_within:
-                meaning = max(meaning, STOP) if stop < backchannel else NOTHING
+                return max(meaning, STOP) if stop < backchannel else NOTHING
         return meaning
 
     def _meaning(self, text: str) -> int:

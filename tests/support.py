@@ -24,30 +24,9 @@ from agent.client import RATE, AgentClient
 from agent.engines.base import SpeechFrame
 from agent.engines.echo import EchoEngine
 from agent.server import AgentServer
-from benchmarks.harness import noise, quiet_again, scrape_metrics, wait_until
+from benchmarks.harness import CLICK, noise, quiet_again, round_trip, scrape_metrics, wait_until
 
 # ---------------------------------------------------------------- servers and clients
-
-
-async def round_trip(client: AgentClient, pcm: np.ndarray, timeout: float = 10.0) -> float | None:
-    """Play `pcm` and wait for a loud sample to come back; its arrival time, or None if none came in time."""
-    ident = client.mic.play(pcm)
-    found: list[float] = []
-
-    def back() -> bool:
-        t0 = client.mic.sent_at.get(ident)
-        if t0 is None:
-            return False
-        t1 = client.received.first_loud_after(t0)
-        if t1 is not None:
-            found.append(t1 - t0)
-        return t1 is not None
-
-    await wait_until(back, timeout)
-    return found[-1] if found else None
-
-
-CLICK = (0.8 * np.sin(np.arange(480) * 2 * np.pi * 1000 / RATE)).astype(np.float32)
 
 
 async def healthy_round_trip(client: AgentClient, timeout: float = 10.0, tries: int = 3) -> float | None:

@@ -78,17 +78,16 @@ def page_ice(ice: IceConfig) -> dict[str, Any]:
 
 
 def page_configuration(page: dict[str, Any]) -> RTCConfiguration:
-    """What `page_ice` gave, as an aiortc configuration: a client built as the page is (`AgentClient.ice`)."""
+    """What `page_ice` gave, as an aiortc configuration: a client built as the page is (`AgentClient.ice`). An
+    explicit (possibly empty) list: None would make aiortc use a public STUN server."""
     servers = [RTCIceServer(s["urls"], s.get("username"), s.get("credential")) for s in page.get("iceServers", [])]
     policy = RTCIceTransportPolicy(page.get("iceTransportPolicy", "all"))
     return RTCConfiguration(iceServers=servers, iceTransportPolicy=policy)
 
 
 def rtc_configuration(ice: IceConfig) -> RTCConfiguration:
-    # An explicit (possibly empty) list: None would make aiortc use a public STUN server.
-    servers = [RTCIceServer(s["urls"], s.get("username"), s.get("credential")) for s in ice_servers(ice)]
-    policy = RTCIceTransportPolicy.RELAY if ice.relay_only else RTCIceTransportPolicy.ALL
-    return RTCConfiguration(iceServers=servers, iceTransportPolicy=policy)
+    """The server's own peer: the servers and policy the page gets."""
+    return page_configuration(page_ice(ice))
 
 
 async def check_turn(ice: IceConfig, timeout_s: float = 5.0) -> dict[str, str | None]:

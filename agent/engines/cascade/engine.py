@@ -378,7 +378,7 @@ class CascadeSession:
 
     async def _hear_held_words(self, audio: np.ndarray, upto: int) -> None:
         recognizer = self.models.recognizer
-        heard = await self.engine.run(recognizer.hear, audio, ())
+        heard = await self.engine.run(recognizer.hear, audio, (), True)
         gaps = None
         if self.turns.unsure(heard.text):  # more than backchannels: how sure of them is the recogniser?
             gaps = await self.engine.run(recognizer.weigh, heard, self.turns.sayings, self.turns.judging.sayings_within)

@@ -39,9 +39,9 @@ class Recognizer(Protocol):
         """16 kHz mono float32 to text; '' where there is no speech."""
         ...
 
-    def hear(self, audio: np.ndarray, draft: Sequence[int] = ()) -> Heard:
+    def hear(self, audio: np.ndarray, draft: Sequence[int] = (), weighable: bool = False) -> Heard:
         """`transcribe` with its tokens; `draft`, an earlier pass's tokens over the start of `audio`, may make it
-        cheaper (never different)."""
+        cheaper (never different); `weighable`: what `weigh` needs is kept."""
         ...
 
     def weigh(self, heard: Heard, texts: Sequence[str], within: float | None = None) -> list[float] | None:
@@ -91,7 +91,7 @@ class WhisperRecognizer:
         words = [s.text for s in segments if not (s.no_speech_prob > 0.6 and s.avg_logprob < -1.0)]
         return " ".join(w.strip() for w in words).strip()
 
-    def hear(self, audio: np.ndarray, draft: Sequence[int] = ()) -> Heard:
+    def hear(self, audio: np.ndarray, draft: Sequence[int] = (), weighable: bool = False) -> Heard:
         """Whisper pads every input to 30 s: a draft would save nothing, so each pass starts afresh."""
         from agent.engines.cascade.moonshine import Heard
 

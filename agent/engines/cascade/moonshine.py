@@ -285,9 +285,10 @@ class MoonshineRecognizer:
         """
         return self.hear(audio).text
 
-    def hear(self, audio: np.ndarray, draft: Sequence[int] = ()) -> Heard:
+    def hear(self, audio: np.ndarray, draft: Sequence[int] = (), weighable: bool = False) -> Heard:
         """``transcribe``, with the tokens; ``draft``: the tokens an earlier pass heard in the start of the same
-        audio, which make this pass cheaper (the text is the same with or without it)."""
+        audio, which make this pass cheaper (the text is the same with or without it); ``weighable``: what
+        `weigh` needs is kept (the text's log-likelihood, the decoder's state after its start token)."""
         samples = np.asarray(audio)
         if samples.ndim != 1:
             if samples.size not in samples.shape:  # allow [1, n] or [n, 1]
@@ -309,7 +310,7 @@ class MoonshineRecognizer:
         (hidden,) = self._encoder.run(None, {self._encoder_input: padded})
 
         max_tokens = math.ceil(_TOKENS_PER_SECOND * speech.size / SAMPLE_RATE) + _EXTRA_TOKENS
-        tokens, log_prob, start = self._tokens(hidden, max_tokens, list(draft))
+        tokens, log_prob, start = self._tokens(hidden, max_tokens, list(draft), weighable)
         return Heard(self._decode(tokens), tuple(tokens), log_prob, start)
 
     def weigh(self, heard: Heard, texts: Sequence[str], within: float | None = None) -> list[float] | None:
@@ -318,8 +319,9 @@ class MoonshineRecognizer:
         Words heard by a small margin (a hum over the agent's echo heard as "And he came", "Stop" as "Daven")
         are told from words said clearly: for those, any other text is thousands of times less likely. A text
         whose first token alone is more than `within` less likely is not scored further: its gap is given as
-        that bound (it can only grow). None where nothing was heard. One decoder call per length of the texts
-        left, from the state the pass kept: the audio is not encoded again."""
+        that bound (it can only grow). None where nothing was heard, or the pass was not `weighable`. One
+        decoder call per length of the texts left, from the state the pass kept: the audio is not encoded
+        again."""
         if heard.start is None or not heard.tokens:
             return None
         spelt = [self.spell(text) for text in texts]
@@ -369,16 +371,20 @@ class MoonshineRecognizer:
                 scores[i] = float(start.log_probs[texts[i][0]] + log_probs[row, np.arange(length), after].sum())
         return scores
 
-    def _tokens(self, hidden: np.ndarray, max_tokens: int, draft: list[int]) -> tuple[list[int], float, _Start]:
-        """Greedy decoding, checking guesses from `draft` in the same call as each token it is sure of; with the
-        tokens, their log-likelihood and the decoder's state after its start token."""
+    def _tokens(
+        self, hidden: np.ndarray, max_tokens: int, draft: list[int], weighable: bool
+    ) -> tuple[list[int], float, _Start | None]:
+        """Greedy decoding, checking guesses from `draft` in the same call as each token it is sure of; where
+        `weighable`, with their log-likelihood and the decoder's state after its start token (what `weigh` needs:
+        not worked out on every pass)."""
         empty = np.zeros((1, self._heads, 0, self._head_dim), dtype=np.float32)
         past = {name: empty for name in self._past_names}
         tokens: list[int] = []
         guess = draft[:_FIRST_GUESS]
         inputs = [_START_TOKEN, *guess]
         kept = 0  # positions in the decoder's self-attention cache
-        log_prob = 0.0  # of the tokens taken, and of the end
+        log_prob = 0.0  # of the tokens taken, and of the end (where weighable)
+        start = None
         while True:
             first = kept == 0
             feeds = {
@@ -389,7 +395,7 @@ class MoonshineRecognizer:
             }
             outputs = dict(zip(self._output_names, self._decoder.run(self._output_names, feeds), strict=True))
             logits = outputs["logits"][0, :, : self._vocabulary]
-            if first:
+            if first and weighable:
                 past0 = {name: outputs[self._present_for_past[name]] for name in self._past_names}
                 past0 = {name: p[:, :, :1] if ".decoder." in name else p for name, p in past0.items()}
                 start = _Start(hidden, past0, _log_softmax(logits[0]))
@@ -411,8 +417,10 @@ class MoonshineRecognizer:
                 elif first:
                     past[name] = outputs[present]
             token = int(best[right])
-            rows = logits[: right + 1].astype(np.float64)
-            steps = rows[np.arange(right + 1), best[: right + 1]] - _log_sum_exp(rows)
+            steps = np.zeros(right + 1)
+            if weighable:
+                rows = logits[: right + 1].astype(np.float64)
+                steps = rows[np.arange(right + 1), best[: right + 1]] - _log_sum_exp(rows)
             log_prob += float(steps[:right].sum())
             if token == _END_TOKEN:
                 return tokens, log_prob + float(steps[right]), start

@@ -8,14 +8,13 @@ import asyncio
 import json
 import sys
 import time
+from pathlib import Path
 
 from agent.client import AgentClient
 from benchmarks.harness import media_flowing, spoken, wait_until
 
 
 async def main(url: str, wav_dir: str) -> dict:
-    from pathlib import Path
-
     client = AgentClient(url.replace("http", "ws", 1) + "/ws")
     client.fetch_ice()
     started = time.monotonic()
@@ -23,7 +22,6 @@ async def main(url: str, wav_dir: str) -> dict:
         await client.connect(timeout=20)
     except RuntimeError as exc:
         return {"ice": client.ice, "refused": str(exc)}
-    connected = None
     await wait_until(lambda: client.pc is not None and client.pc.connectionState == "connected", 20)
     connected = time.monotonic() - started
     await media_flowing(client)

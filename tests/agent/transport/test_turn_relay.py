@@ -135,7 +135,6 @@ async def test_a_spoken_turn_is_answered_through_the_turn_relay_alone(tmp_path, 
     assert got.get("refused") is None, got
     assert got["pair"] == ["relay", "relay"]
     assert got["figures"]["type"] == "metrics" and got["peak"] > 0.05  # the echo engine said it back
-    assert got["connected_s"] < 5
 
 
 async def test_a_wrong_turn_credential_is_said_plainly_to_the_client_and_in_the_log(tmp_path):

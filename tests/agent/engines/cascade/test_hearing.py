@@ -33,8 +33,8 @@ class Spy:
     def transcribe(self, audio):
         return self.inner.transcribe(audio)
 
-    def hear(self, audio, draft=()):
-        heard = self.inner.hear(audio, draft)
+    def hear(self, audio, draft=(), weighable=False):
+        heard = self.inner.hear(audio, draft, weighable)
         self.passes.append((threading.current_thread().name, len(draft), len(heard.tokens)))
         return heard
 

@@ -137,13 +137,14 @@ def test_moonshine_weighs_other_texts_from_the_audio_it_heard(models, tmp_path):
         return float(log_probs[np.arange(len(tokens) + 1), [*tokens, 2]].sum())
 
     question = spoken("What time is it?", tmp_path, rate=16_000)
-    heard = recognizer.hear(question)
+    heard = recognizer.hear(question, weighable=True)
+    assert recognizer.weigh(recognizer.hear(question), sayings) is None  # a pass that kept nothing to weigh with
     gaps = recognizer.weigh(heard, [heard.text, *sayings])
     print(f"{heard.text!r}: sayings {min(gaps[1:]):.1f} or more less likely")
     assert abs(gaps[0]) < 1e-3 and min(gaps[1:]) > 5
     for i, text in enumerate(("Stop.", "Mm-hmm."), 1):  # the cached state scores as a fresh forced pass does
         assert abs((forced(question, heard.text) - forced(question, text)) - gaps[sayings.index(text) + 1]) < 1e-3, i
-    yeah = recognizer.hear(espeak_rendering("Yeah.", "en-us"))
+    yeah = recognizer.hear(espeak_rendering("Yeah.", "en-us"), weighable=True)
     assert yeah.text == "Yeah." and abs(recognizer.weigh(yeah, sayings)[sayings.index("Yeah.")]) < 1e-3
     # a saying whose first token alone falls further behind than `within` is left at that bound, never above
     # its own gap: the verdict (a saying within, and which kind is nearest) is the same
@@ -151,4 +152,4 @@ def test_moonshine_weighs_other_texts_from_the_audio_it_heard(models, tmp_path):
         exact, bounded = recognizer.weigh(heard, sayings), recognizer.weigh(heard, sayings, within)
         for e, b in zip(exact, bounded, strict=True):
             assert (e <= within and abs(e - b) < 1e-3) or within < b <= e + 1e-3
-    assert recognizer.weigh(recognizer.hear(np.zeros(16_000, np.float32)), sayings) is None  # nothing heard
+    assert recognizer.weigh(recognizer.hear(np.zeros(16_000, np.float32), weighable=True), sayings) is None

@@ -9,7 +9,8 @@ what it means as heard (`TurnTaking.meaning`) and as weighed against the backcha
 (`weigh`); in all, the backchannels that would cancel the reply and the requests that would not.
 
 Its phrases, voices and rooms are not the conversation benchmark's (`benchmarks/conversation.py`), which
-measures the same over WebRTC.
+measures the same over WebRTC; `interruptions.sayings_within` was chosen on these phrases (in a run without
+the hold), so they are no held-out measure of it.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ espeak-ng voices in turn and by the bundled hibari voice, clean and under road n
 speech, recognised by Moonshine base-en. Prints accuracy per intent, the confusions, the CPU per request
 (understanding alone), and writes JSON with the processor named.
 
-    python -m benchmarks.understanding [--corpus requests|heldout] [--spoken] [--out FILE]
+    python -m benchmarks.understanding [--corpus requests|heldout|heldout2] [--spoken] [--out FILE]
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ NOISE_SNR_DB = 10.0
 
 
 def read_corpus(profile: str, corpus: str = "requests") -> list[tuple[str, str]]:
-    """(label, request) pairs of a profile's corpus: "requests", or "heldout" (fewer, written apart from it)."""
+    """(label, request) pairs of a profile's corpus: "requests"; "heldout" (fewer, written apart from it), or
+    "heldout2" (written blind, by a writer that read nothing here, after the classifier was built)."""
     pairs = []
     for line in (CORPORA / f"{corpus}-{CORPUS[profile]}.tsv").read_text("utf-8").splitlines():
         if line.strip() and not line.startswith("#"):
@@ -166,7 +167,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--spoken", action="store_true", help="also speak the corpus (espeak-ng, hibari; clean, noisy)")
     ap.add_argument("--profiles", nargs="+", default=list(PROFILES), choices=PROFILES)
-    ap.add_argument("--corpus", default="requests", choices=("requests", "heldout"))
+    ap.add_argument("--corpus", default="requests", choices=("requests", "heldout", "heldout2"))
     ap.add_argument("--out", type=Path, default=Path("bench-understanding.json"))
     args = ap.parse_args()
     result: dict[str, Any] = {"machine": machine(), "corpus": args.corpus, "profiles": {}}

@@ -251,6 +251,13 @@ def road_noise(seconds: float, seed: int, rate: int = RATE) -> np.ndarray:
     return (noise / np.sqrt(np.mean(noise**2))).astype(np.float32)
 
 
+def under_road_noise(audio: np.ndarray, snr_db: float, seed: int, rate: int = 16_000) -> np.ndarray:
+    """`audio` with road noise `snr_db` below its voiced part's level (samples over 0.02)."""
+    loud = audio[np.abs(audio) > 0.02]
+    level = float(np.sqrt(np.mean(loud**2))) * 10 ** (-snr_db / 20) if loud.size else 0.0
+    return (audio + road_noise((audio.size + 16) / rate, seed=seed, rate=rate)[: audio.size] * level).astype(np.float32)
+
+
 def noise_level(clip_list: list[Clip], snr_db: float = NOISE_SNR_DB) -> float:
     """The noise RMS that is `snr_db` below the corpus's voiced speech."""
     voiced = np.concatenate([c.audio[np.abs(c.audio) > LOUD] for c in clip_list])

@@ -125,7 +125,7 @@ def typed(profile: str, corpus: str) -> tuple[dict, list[float]]:
 
 def spoken(profile: str, corpus: str, snr_db: float | None) -> dict:
     from agent.engines.cascade.models import moonshine_recognizer
-    from benchmarks.corpus import _hibari, road_noise
+    from benchmarks.corpus import _hibari, under_road_noise
     from benchmarks.harness import espeak_rendering
     from media.pcm import StreamResampler
 
@@ -141,10 +141,7 @@ def spoken(profile: str, corpus: str, snr_db: float | None) -> dict:
         for k, audio in enumerate(said):
             audio = np.concatenate([np.zeros(3200, np.float32), audio, np.zeros(4800, np.float32)])
             if snr_db is not None:
-                loud = audio[np.abs(audio) > 0.02]
-                level = float(np.sqrt(np.mean(loud**2))) * 10 ** (-snr_db / 20) if loud.size else 0.0
-                noise = road_noise((audio.size + 16) / 16_000, seed=i * 2 + k, rate=16_000)[: audio.size]
-                audio = audio + noise * level
+                audio = under_road_noise(audio, snr_db, seed=i * 2 + k)
             heard = recognizer.transcribe(audio.astype(np.float32))
             got, _ = understood(profile, heard)
             who = voice if k == 0 else "hibari"

@@ -7,8 +7,10 @@ It reads three things: the request's words and word pairs and its letters in fou
 which say which words carry an intent wherever they stand and forgive a recogniser's near misses; and its
 WordLlama sentence vector (static embeddings distilled from Llama 2's, 256 numbers, weights and tokenizer
 inside the `wordllama` wheel, MIT: nothing is fetched), which brings words the examples never used near
-those they did. A reply costs 0.2-2 ms of CPU (`benchmarks/understanding.py`). The model places a
-request's topic; the grammars say which way and keep the slots exact.
+those they did. A reply costs 0.2-3 ms of CPU (`benchmarks/understanding.py`). The model places a
+request's topic; the grammars say which way and keep the slots exact. A spoken request reaches it as the
+recogniser heard it, so it learns the examples' near misses too (`heard-<profile>.tsv`: each example said by
+espeak-ng and heard by Moonshine, `benchmarks/heard_examples.py`), "Open the door logs." with the doors.
 
 "none" is one more intent, trained on requests no skill answers (the weather, a joke): a request most like
 those, or like nothing (no intent above `UNSURE`), is out of scope and said so; one only fairly likely
@@ -72,22 +74,26 @@ def embed(texts: list[str]) -> np.ndarray:
     return np.asarray(_embedder.embed(texts, norm=True), np.float32)
 
 
-def read_examples(profile: str) -> list[tuple[str, str]]:
-    """(intent, request) pairs of `exemplars/<profile>.tsv`; the car's include the default assistant's skills."""
-    text = resources.files("agent.profiles").joinpath("exemplars", f"{profile}.tsv").read_text("utf-8")
-    pairs = []
-    for line in text.splitlines():
-        if line.strip() and not line.startswith("#"):
-            intent, request = line.split("\t")
-            pairs.append((intent, request))
-    if profile != "default":
-        pairs += [(i, r) for i, r in read_examples("default") if i != NONE]
+def read_examples(profile: str, heard: bool = False, shared: bool = True) -> list[tuple[str, str]]:
+    """(intent, request) pairs of `exemplars/<profile>.tsv`; or, `heard`, the same as the recogniser heard
+    them spoken (`heard-<profile>.tsv`, made by `benchmarks/heard_examples.py`). Unless not `shared`, the
+    car's include the default assistant's skills."""
+    name = f"heard-{profile}.tsv" if heard else f"{profile}.tsv"
+    pairs = _read_pairs(resources.files("agent.profiles").joinpath("exemplars", name).read_text("utf-8"))
+    if shared and profile != "default":
+        pairs += [(i, r) for i, r in read_examples("default", heard) if i != NONE]
     return pairs
+
+
+def _read_pairs(text: str) -> list[tuple[str, str]]:
+    """label<TAB>request lines (more columns after them are notes), less comments and blank lines."""
+    rows = [line.split("\t") for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    return [(row[0], row[1]) for row in rows]
 
 
 class IntentModel:
     """A linear classifier over a request's words, its letters and its sentence vector, trained on the examples
-    when the model is built (1-2 s): word and letter n-grams (TF-IDF) say which words carry an intent
+    when the model is built (3-4 s with the heard ones): word and letter n-grams (TF-IDF) say which words carry an intent
     wherever they stand, letter n-grams forgive a recogniser's near misses ("sun roof", "windscreens"), the
     WordLlama vector brings words the examples never used near those they did. Trained with "none" as one
     more intent, a request nearest the things it cannot do is out of scope."""
@@ -105,6 +111,7 @@ class IntentModel:
         from sklearn.feature_extraction.text import TfidfVectorizer
         from sklearn.linear_model import LogisticRegression
 
+        examples = [(intent, request) for intent, request in examples if normalise(request)]
         self.intents = sorted({intent for intent, _ in examples})
         requests = [normalise(request) for _, request in examples]
         labels = np.array([self.intents.index(intent) for intent, _ in examples])
@@ -125,7 +132,7 @@ class IntentModel:
     def for_profile(cls, profile: str) -> IntentModel:
         """The model of a profile's examples: built once per process (read-only afterwards)."""
         if profile not in _models:
-            model = cls(read_examples(profile))
+            model = cls(read_examples(profile) + read_examples(profile, heard=True))
             with _lock:
                 _models.setdefault(profile, model)
         return _models[profile]
@@ -136,7 +143,7 @@ class IntentModel:
 
     def guess(self, text: str, cued: Iterable[str] = ()) -> Guess:
         """`cued`: intents whose own words the request has ("degrees", "camera"): each is `cue` more likely."""
-        if not text.strip():
+        if not normalise(text):  # nothing of it a word ("???", another script): WordLlama gives no vector
             return Guess(NONE, 0.0, False)
         z = self.log_probabilities(text)
         for intent in cued:

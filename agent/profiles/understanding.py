@@ -93,7 +93,7 @@ def _read_pairs(text: str) -> list[tuple[str, str]]:
 
 class IntentModel:
     """A linear classifier over a request's words, its letters and its sentence vector, trained on the examples
-    when the model is built (3-4 s with the heard ones): word and letter n-grams (TF-IDF) say which words carry an intent
+    when the model is built (3-4 s): word and letter n-grams (TF-IDF) say which words carry an intent
     wherever they stand, letter n-grams forgive a recogniser's near misses ("sun roof", "windscreens"), the
     WordLlama vector brings words the examples never used near those they did. Trained with "none" as one
     more intent, a request nearest the things it cannot do is out of scope."""

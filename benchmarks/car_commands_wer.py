@@ -15,14 +15,13 @@ utterance and writes JSON with the processor named.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import numpy as np
 
 from agent.machine import machine
-from benchmarks.harness import espeak_rendering, to_16k, wer, with_noise
+from benchmarks.harness import espeak_rendering, to_16k, wer, with_noise, write_result
 from media.echo_cancel import EchoCanceller
 
 COMMANDS = [
@@ -126,10 +125,8 @@ def main() -> None:
     for name, s in summary.items():
         cells = " | ".join(f"{s[n]['wer']:.1%}" for n in NOISES)
         print(f"| {name} | {cells} | {s['clean']['ms_median']:.0f} |")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
     result = {"benchmark": "car_commands_wer", "machine": machine(), "summary": summary, "utterances": rows}
-    args.json.write_text(json.dumps(result, indent=2))
-    print(f"wrote {args.json}")
+    write_result(args.json, result)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import tempfile
 import time
 from dataclasses import dataclass
@@ -37,7 +36,7 @@ from agent.bench import spawn_server
 from agent.client import RATE, AgentClient, RoomEcho
 from agent.machine import machine
 from agent.transport.ice import set_host_addresses
-from benchmarks.harness import cough, espeak_rendering, room_impulse, scrape_metrics, wait_until
+from benchmarks.harness import cough, espeak_rendering, room_impulse, scrape_metrics, wait_until, write_result
 
 VOICES = [("en-us", 160), ("en-gb", 150), ("en-us+f3", 175), ("en-us+m3", 185), ("en-gb-x-rp", 165)]
 ECHOED = [  # what is asked: replies from one second (the time) to nine (what it can do)
@@ -353,11 +352,10 @@ def main() -> None:
         f"per talking session; the early hold's detector {s['early_hold_cpu_seconds']:.2f} CPU s, "
         f"{s['early_hold_core_share_per_talking_session']:.1%}"
     )
-    args.json.parent.mkdir(parents=True, exist_ok=True)
     room = {"delay_ms": args.delay_ms, "gain_db": args.gain_db, "reverberance": args.reverb}
-    out = {"benchmark": "conversation", "machine": machine(), "room": room, "said": args.said, **result}
-    args.json.write_text(json.dumps(out, indent=2))
-    print(f"wrote {args.json}")
+    write_result(
+        args.json, {"benchmark": "conversation", "machine": machine(), "room": room, "said": args.said, **result}
+    )
 
 
 if __name__ == "__main__":

@@ -133,6 +133,19 @@ async def round_trip(client: AgentClient, pcm: np.ndarray, timeout: float = 10.0
 CLICK = (0.8 * np.sin(np.arange(480) * 2 * np.pi * 1000 / RATE)).astype(np.float32)
 
 
+def stats(values_ms: list[float]) -> dict[str, float]:
+    """Median and p95 (ms) of `values_ms`, and how many there were."""
+    a = np.array(values_ms)
+    return {"median_ms": float(np.median(a)), "p95_ms": float(np.percentile(a, 95)), "n": int(a.size)}
+
+
+def write_result(path: Path, result: dict) -> None:
+    """A benchmark's figures as JSON at `path` (its folder made), and where they went."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2))
+    print(f"wrote {path}")
+
+
 def scrape_metrics(port: int) -> dict[tuple[str, tuple], float]:
     """/metrics parsed with Prometheus' own text parser: {(sample name, sorted labels): value}; {} if not up."""
     from prometheus_client.parser import text_string_to_metric_families

@@ -16,7 +16,6 @@ the hold), so they are no held-out measure of it.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ import numpy as np
 
 from agent.engines.cascade.models import load_models
 from agent.machine import machine
-from benchmarks.harness import espeak_rendering, room_impulse
+from benchmarks.harness import espeak_rendering, room_impulse, write_result
 from benchmarks.hold_onset import microphone, reply_audio
 from media.clock import INPUT_SAMPLES_PER_TICK as TICK
 from media.echo_cancel import EchoCanceller
@@ -147,9 +146,7 @@ def main() -> None:
         f"hearing {s['hear_ms_median']:.0f} ms (median); weighing {s['weigh_ms_median']:.0f} ms (median), "
         f"{s['weigh_ms_p90']:.0f} ms (p90) for the {s['weighed']} unsure"
     )
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=1))
-    print(f"wrote {args.json}")
+    write_result(args.json, result)
 
 
 if __name__ == "__main__":

@@ -12,14 +12,13 @@ echo alone held the reply (ticks, and packets let go at their tick's end).
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from agent.machine import machine
-from benchmarks.harness import espeak_rendering, room_impulse
+from benchmarks.harness import espeak_rendering, room_impulse, write_result
 from media.aligner import AlignedChunk
 from media.clock import INPUT_SAMPLES_PER_TICK as TICK
 from media.early_hold import WATCH_SCORE, Listening
@@ -159,9 +158,7 @@ def main() -> None:
         f"the echo alone before the onset: {s['echo_ticks_voiced_before_onset']} ticks held, "
         f"{s['early_holds_let_go_before_onset']} early holds let go at their tick's end"
     )
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=1))
-    print(f"wrote {args.json}")
+    write_result(args.json, result)
 
 
 if __name__ == "__main__":

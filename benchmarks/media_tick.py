@@ -10,7 +10,6 @@ writes JSON. Not a test: nothing here asserts.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import time
 from fractions import Fraction
@@ -19,6 +18,7 @@ from pathlib import Path
 import av
 import numpy as np
 
+from benchmarks.harness import write_result
 from media.aligner import FrameAligner
 from media.av_convert import audio_input, to_rgb, video_input
 from media.chunk_queue import ChunkQueue
@@ -87,9 +87,7 @@ def main() -> None:
         f"(audio 4x20 ms 48 kHz stereo + one 640x480 video frame, best of 3 x {args.ticks} ticks; "
         f"{result['video_sampled']} frames sampled at 2 fps)"
     )
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2))
-    print(f"wrote {args.json}")
+    write_result(args.json, result)
 
 
 if __name__ == "__main__":

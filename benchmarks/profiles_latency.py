@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import tempfile
@@ -21,7 +20,7 @@ import numpy as np
 
 from agent.client import RATE, AgentClient
 from agent.transport.ice import set_host_addresses
-from benchmarks.harness import read_wav, speech_wav
+from benchmarks.harness import read_wav, speech_wav, stats, write_result
 from benchmarks.voice_to_voice import start_server
 
 COMMANDS = [
@@ -115,11 +114,6 @@ async def translate(url: str, tmp: Path, rounds: int) -> tuple[list[float], list
     return speech_lags, caption_lags
 
 
-def stats(values: list[float]) -> dict[str, float]:
-    a = np.array(values)
-    return {"median_ms": float(np.median(a)), "p95_ms": float(np.percentile(a, 95)), "n": int(a.size)}
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description="in-car and translation latency")
     ap.add_argument("--rounds", type=int, default=2)
@@ -145,9 +139,7 @@ def main() -> None:
     for key in ("command_to_state_change", "segment_to_caption", "segment_to_translated_speech"):
         s = result[key]
         print(f"| {key.replace('_', ' ')} | {s['median_ms']:.0f} | {s['p95_ms']:.0f} | {s['n']} |")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2))
-    print(f"wrote {args.json}")
+    write_result(args.json, result)
 
 
 if __name__ == "__main__":

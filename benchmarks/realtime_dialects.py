@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -23,7 +22,16 @@ from websockets.asyncio.server import serve
 from agent.client import AgentClient
 from agent.machine import machine
 from agent.transport.ice import set_host_addresses
-from benchmarks.harness import ScriptedRealtime, make_config, media_flowing, quiet_again, running, spoken, ws_url
+from benchmarks.harness import (
+    ScriptedRealtime,
+    make_config,
+    media_flowing,
+    quiet_again,
+    running,
+    spoken,
+    write_result,
+    ws_url,
+)
 
 QUESTIONS = ["What time is it?", "What can you do?", "Hello there.", "Can you see me?"]
 
@@ -83,9 +91,7 @@ def main() -> None:
         first, v2v = median(rows, "first_audio_ms"), median(rows, "voice_to_voice_ms")
         doc["dialects"][d] = {"first_audio_ms": first, "voice_to_voice_ms": v2v, "turns": rows}
         print(f"| {d} | {first or float('nan'):.0f} | {v2v or float('nan'):.0f} |")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(doc, indent=2))
-    print(f"wrote {args.json}")
+    write_result(args.json, doc)
 
 
 if __name__ == "__main__":

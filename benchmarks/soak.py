@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import random
 import time
@@ -21,6 +20,7 @@ import numpy as np
 from agent.bench import start_server
 from agent.client import RATE, AgentClient
 from agent.transport.ice import set_host_addresses
+from benchmarks.harness import write_result
 
 
 def resources(pid: int) -> dict[str, float]:
@@ -104,8 +104,7 @@ def main() -> None:
         f"soak: memory {b['rss_mb']:.0f} -> {f['rss_mb']:.0f} MB, fds {b['fds']} -> {f['fds']}, "
         f"threads {b['threads']} -> {f['threads']}"
     )
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2))
+    write_result(args.json, result)
 
 
 if __name__ == "__main__":

@@ -10,17 +10,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 from agent.client import AgentClient
 from agent.machine import machine
 from agent.transport.ice import set_host_addresses
-from benchmarks.harness import CLICK, make_config, round_trip, running, turn_server, wait_until, ws_url
+from benchmarks.harness import (
+    CLICK,
+    make_config,
+    round_trip,
+    running,
+    stats,
+    turn_server,
+    wait_until,
+    write_result,
+    ws_url,
+)
 
 SECRET = "turn-relay-benchmark"
 PORT = 3479
@@ -43,10 +50,6 @@ async def session(server, relayed: bool, clicks: int) -> dict:
     return {"setup_s": setup, "round_trips_s": trips}
 
 
-def stats(values: list[float]) -> dict:
-    return {"median_ms": float(np.median(values) * 1000), "p95_ms": float(np.percentile(values, 95) * 1000)}
-
-
 async def run(args: argparse.Namespace) -> dict:
     set_host_addresses(["127.0.0.1"])
     direct = make_config("echo", "stream")
@@ -66,9 +69,13 @@ async def run(args: argparse.Namespace) -> dict:
     summary = {}
     for name in ("direct", "relay"):
         mine = [r for r in rows if r["path"] == name]
-        trips = [t for r in mine for t in r["round_trips_s"] if t is not None]
+        trips = [t * 1000 for r in mine for t in r["round_trips_s"] if t is not None]
         lost = sum(t is None for r in mine for t in r["round_trips_s"])
-        summary[name] = {"setup": stats([r["setup_s"] for r in mine]), "round_trip": stats(trips), "clicks_lost": lost}
+        summary[name] = {
+            "setup": stats([r["setup_s"] * 1000 for r in mine]),
+            "round_trip": stats(trips),
+            "clicks_lost": lost,
+        }
     medians = [summary[name]["round_trip"]["median_ms"] for name in ("relay", "direct")]
     summary["relay_minus_direct_median_ms"] = medians[0] - medians[1]
     return {"benchmark": "turn_relay", "machine": machine(), "summary": summary, "rows": rows}
@@ -88,9 +95,7 @@ def main() -> None:
               f"{p['round_trip']['median_ms']:.1f} / {p['round_trip']['p95_ms']:.1f} ms (median / p95), "
               f"{p['clicks_lost']} clicks lost")  # fmt: skip
     print(f"through the relay: {s['relay_minus_direct_median_ms']:+.1f} ms on the median round trip")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=1))
-    print(f"wrote {args.json}")
+    write_result(args.json, result)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import subprocess
@@ -17,6 +16,7 @@ import numpy as np
 
 from agent.bench import spawn_server
 from agent.transport.ice import set_host_addresses
+from benchmarks.harness import write_result
 from benchmarks.voice_to_voice import run, start_server
 
 
@@ -52,18 +52,15 @@ def main() -> None:
         f"\nvoice to voice median: one hop {med['one_hop']:.0f} ms, two hops {med['two_hops']:.0f} ms, "
         f"the extra hop adds {med['two_hops'] - med['one_hop']:.0f} ms"
     )
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(
-        json.dumps(
-            {
-                "benchmark": "two_hops",
-                "machine": f"{platform.machine()} {os.cpu_count()} cores",
-                "median_ms": med,
-                "one_hop": one,
-                "two_hops": two,
-            },
-            indent=2,
-        )
+    write_result(
+        args.json,
+        {
+            "benchmark": "two_hops",
+            "machine": f"{platform.machine()} {os.cpu_count()} cores",
+            "median_ms": med,
+            "one_hop": one,
+            "two_hops": two,
+        },
     )
 
 

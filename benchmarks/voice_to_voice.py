@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import multiprocessing
 import subprocess
 import tempfile
@@ -47,7 +46,7 @@ from agent.machine import machine
 from agent.transport.ice import set_host_addresses
 from benchmarks import corpus
 from benchmarks.car_commands_wer import spell_numbers
-from benchmarks.harness import CHROMIUM, ChatServer, chromium_flags, wait_until, wer, write_wav
+from benchmarks.harness import CHROMIUM, ChatServer, chromium_flags, wait_until, wer, write_result, write_wav
 
 ANSWER = ["All right, ", "here is a short answer. ", "It has a second sentence."]  # starts loud, like most replies
 NOISE_SEEDS = {"default": 11, "in_car": 12}  # every run hears the same noise
@@ -446,28 +445,24 @@ def main() -> None:
     summary = summarise(rows)
     print_summary(summary)
     print(f"end-of-turn counters: {judged}")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(
-        json.dumps(
-            {
-                "benchmark": "voice_to_voice",
-                "label": args.label,
-                "engine": "cascade",
-                "server_dir": str(args.server_dir or "."),
-                "replies": "keywords" if chat is None else f"a chat model, first token {args.llm_first_token_ms:g} ms",
-                "smart_turn": not args.no_smart_turn,
-                "corpus": corpus.summary(clips),
-                "noise_snr_db": corpus.NOISE_SNR_DB,
-                "end_of_turn_counters": judged,
-                "inbound_audio_by_line": network,
-                "machine": machine(),
-                "summary": summary,
-                "turns": rows,
-            },
-            indent=2,
-        )
+    write_result(
+        args.json,
+        {
+            "benchmark": "voice_to_voice",
+            "label": args.label,
+            "engine": "cascade",
+            "server_dir": str(args.server_dir or "."),
+            "replies": "keywords" if chat is None else f"a chat model, first token {args.llm_first_token_ms:g} ms",
+            "smart_turn": not args.no_smart_turn,
+            "corpus": corpus.summary(clips),
+            "noise_snr_db": corpus.NOISE_SNR_DB,
+            "end_of_turn_counters": judged,
+            "inbound_audio_by_line": network,
+            "machine": machine(),
+            "summary": summary,
+            "turns": rows,
+        },
     )
-    print(f"wrote {args.json}")
 
 
 if __name__ == "__main__":

@@ -417,16 +417,14 @@ class MoonshineRecognizer:
                 elif first:
                     past[name] = outputs[present]
             token = int(best[right])
-            steps = np.zeros(right + 1)
-            if weighable:
+            if weighable:  # the guesses taken, and this token (counted below unless the text is cut here)
                 rows = logits[: right + 1].astype(np.float64)
                 steps = rows[np.arange(right + 1), best[: right + 1]] - _log_sum_exp(rows)
-            log_prob += float(steps[:right].sum())
-            if token == _END_TOKEN:
-                return tokens, log_prob + float(steps[right]), start
-            if len(tokens) >= max_tokens:
+                log_prob += float(steps[:right].sum())
+                if token == _END_TOKEN or len(tokens) < max_tokens:
+                    log_prob += float(steps[right])
+            if token == _END_TOKEN or len(tokens) >= max_tokens:
                 return tokens, log_prob, start
-            log_prob += float(steps[right])
             tokens.append(token)
             guess = _guess(draft, tokens)
             inputs = [token, *guess]

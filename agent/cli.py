@@ -33,6 +33,11 @@ def _serve_args(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", help="with --engine qwen3-omni: a local Qwen3-Omni folder (or a hub id with a network)")
     p.add_argument("--device", help="with --engine qwen3-omni: cuda, cuda:1 or cpu (default: cuda when present)")
     p.add_argument("--batch-limit", type=int, help="with --engine qwen3-omni: sessions per batched step (default 8)")
+    p.add_argument(
+        "--no-cuda-graphs",
+        action="store_true",
+        help="with --engine qwen3-omni on CUDA: run the decode steps without CUDA graphs",
+    )
     p.add_argument("--max-sessions", type=int, help="concurrent sessions before new ones get `busy`")
     p.add_argument("--ice-server", action="append", default=None, help="a STUN/TURN URL; repeatable")
     p.add_argument("--host-address", action="append", default=None, help="offer only these host candidates; repeatable")
@@ -100,6 +105,8 @@ def build_config(args: argparse.Namespace) -> Config:
     for name in ("model", "device", "batch_limit"):
         if getattr(args, name) is not None:
             cfg.engine.options[name] = getattr(args, name)
+    if args.no_cuda_graphs:
+        cfg.engine.options["cuda_graphs"] = False
     if args.max_sessions is not None:
         cfg.server.max_sessions = args.max_sessions
     if args.ice_server is not None:

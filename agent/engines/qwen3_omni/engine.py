@@ -74,6 +74,7 @@ class QwenOmniEngine:
         warmup: bool = True,
         repetition_penalty: float = 1.05,
         detector: Callable[[], Any] | None = None,
+        cuda_graphs: bool | None = None,
     ) -> None:
         if loaded is None:
             if not model:
@@ -89,6 +90,7 @@ class QwenOmniEngine:
             max_context=max_context,
             max_frames=int(max_reply_s / 0.08),
             slots=batch_limit,
+            graphs=cuda_graphs,  # None: on CUDA
         )
         self.scheduler = Scheduler(self.streamer, batch_limit=batch_limit, lookahead=lookahead)
         cfg = loaded.model.config.thinker_config
@@ -128,7 +130,9 @@ class QwenOmniEngine:
                 if out.kind == "error":
                     raise out.value
         self.scheduler.stats = SchedulerStats()
-        log.info("qwen3-omni warmed up in %.1f s", time.perf_counter() - t0)
+        graphs = self.streamer.graphs
+        note = "" if graphs is None else f"; CUDA graphs captured: {graphs.stats.captured}" if graphs.capture else ""
+        log.info("qwen3-omni warmed up in %.1f s%s", time.perf_counter() - t0, note)
 
     @property
     def in_flight(self) -> int:

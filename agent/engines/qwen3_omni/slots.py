@@ -3,7 +3,7 @@
 A dynamic cache per session would have to be padded and concatenated into one
 batch cache for every batched decode step, and split back after it (each step
 copying every session's whole cache). Here one pool per model part (Thinker,
-Talker) holds `[slots, kv_heads, capacity, head_dim]` per layer; each
+Talker) holds `[slots, kv_heads, capacity + 1, head_dim]` per layer; each
 sequence owns a row. A decode step over several sessions runs on rows
 `0..k` of the pool as they lie (a view), writes each row's new key and value
 at that row's own position, and masks every row to its own length. Rows in
@@ -12,7 +12,9 @@ real step overwrites, and their outputs are ignored.
 
 A prefill (one sequence, many tokens) runs on its row alone. Shapes depend
 only on the number of rows and a length bucket, so a step can be captured as
-a CUDA graph per (rows, bucket).
+a CUDA graph per (rows, bucket) (`graphs.py`): a `BatchStep` made for a shape
+is reused, its positions overwritten in place. Each row has one spare column
+past its capacity, where an idle row that is full writes its step's garbage.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ class SlotPool:
 
     def __init__(self, layers: int, kv_heads: int, head_dim: int, capacity: int, slots: int, dtype, device) -> None:
         self.capacity = capacity
-        shape = (slots, kv_heads, capacity, head_dim)
+        self.generation = 0  # moves on whenever the buffers are replaced: graphs captured on them are stale
+        shape = (slots, kv_heads, capacity + 1, head_dim)
         self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
         self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
         self.lengths = [0] * slots
@@ -63,6 +66,7 @@ class SlotPool:
                 store[i] = torch.cat([buf, torch.zeros_like(buf)])
         self.lengths += [0] * n
         self.free += list(range(n, 2 * n))
+        self.generation += 1
 
     def match(self, key: torch.Tensor) -> None:
         """Follow the model's dtype if its weights were cast after the pool was made (once, not per step)."""
@@ -70,6 +74,7 @@ class SlotPool:
             for store in (self.keys, self.values):
                 for i, buf in enumerate(store):
                     store[i] = buf.to(key.dtype)
+            self.generation += 1
 
     def read_length(self, longest: int) -> int:
         return min(self.capacity, -(-longest // LENGTH_BUCKET) * LENGTH_BUCKET)
@@ -124,21 +129,37 @@ class SlotCache:
 
 
 class BatchStep:
-    """A one-token decode step over rows 0..k of a pool, for the given sequences (others in range idle)."""
+    """A one-token decode step over rows 0..rows-1 of a pool, for the given sequences (others in range idle).
 
-    def __init__(self, pool: SlotPool, caches: list[SlotCache], device) -> None:
+    Its shape (rows, read) is fixed when it is made; `load` gives it the next step's sequences, copying their
+    positions into the same tensor, so a graph captured on this step replays on new positions."""
+
+    def __init__(
+        self, pool: SlotPool, caches: list[SlotCache], device, rows: int | None = None, read: int | None = None
+    ) -> None:
         self.pool = pool
-        self.caches = caches
-        self.rows = max(c.slot for c in caches) + 1
-        for c in caches:
-            if c.length + 1 > pool.capacity:
-                raise CapacityError(f"a sequence of {c.length + 1} tokens exceeds the slot capacity {pool.capacity}")
-        positions = list(pool.lengths[: self.rows])  # idle rows write at their end: overwritten before it counts
-        self.slot_index = {c.slot: i for i, c in enumerate(caches)}
-        self.read = pool.read_length(max(positions) + 1)
-        self.pos = torch.tensor(positions, device=device)
-        self.mask = (torch.arange(self.read, device=device)[None, :] <= self.pos[:, None])[:, None, None, :]
+        self.rows = rows or max(c.slot for c in caches) + 1
+        self.read = read or pool.read_length(max(pool.lengths[: self.rows]) + 1)
+        self.pos = torch.zeros(self.rows, dtype=torch.long, device=device)
         self.row_ids = torch.arange(self.rows, device=device)
+        self.columns = torch.arange(self.read, device=device)
+        self.load(caches)
+
+    def load(self, caches: list[SlotCache]) -> None:
+        capacity = self.pool.capacity
+        for c in caches:
+            if c.length + 1 > capacity:
+                raise CapacityError(f"a sequence of {c.length + 1} tokens exceeds the slot capacity {capacity}")
+        positions = self.pool.lengths[: self.rows]  # idle rows write at their end: overwritten before it counts
+        if max(c.slot for c in caches) >= self.rows or min(capacity, max(positions) + 1) > self.read:
+            raise ValueError(f"a step over {self.rows} rows reading {self.read} cannot hold these sequences")
+        self.rows_stepping = [c.slot for c in caches]  # rows, not caches: a step kept for a graph holds no sequence
+        self.pos.copy_(torch.tensor(positions))
+
+    @property
+    def mask(self) -> torch.Tensor:
+        """[rows, 1, 1, read]: each row sees its memory up to its own position (computed on the device)."""
+        return (self.columns[None, :] <= self.pos[:, None])[:, None, None, :]
 
     def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int, *args: Any, **kwargs: Any):
         self.pool.match(key)
@@ -150,18 +171,19 @@ class BatchStep:
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self.read - 1
 
+    def slots(self) -> torch.Tensor:
+        return torch.tensor(self.rows_stepping, device=self.pos.device)
+
     def scatter(self, per_sequence: torch.Tensor, fill: torch.Tensor) -> torch.Tensor:
         """Per-sequence inputs [n, ...] placed on their rows of a [rows, ...] batch; idle rows get `fill`."""
         out = fill.expand(self.rows, *fill.shape[1:]).clone()
-        rows = torch.tensor([c.slot for c in self.caches], device=out.device)
-        out[rows] = per_sequence
+        out[self.slots()] = per_sequence.to(out.dtype)
         return out
 
     def gather(self, per_row: torch.Tensor) -> torch.Tensor:
         """The stepping sequences' rows of a [rows, ...] output, in the order they were given."""
-        rows = torch.tensor([c.slot for c in self.caches], device=per_row.device)
-        return per_row[rows]
+        return per_row[self.slots()]
 
     def advance(self) -> None:
-        for c in self.caches:
-            self.pool.lengths[c.slot] += 1
+        for slot in self.rows_stepping:
+            self.pool.lengths[slot] += 1

@@ -21,6 +21,12 @@ one batch. The keys and values of the Thinker, the Talker and Code2Wav's
 transformer live in preallocated slot pools (`slots.py`), one row per
 sequence, written in place: a batched decode step reads the rows as they lie,
 each masked to its own length (and, for Code2Wav, its sliding window).
+
+With `graphs` (the default on CUDA) the decode steps run as CUDA graphs
+(`graphs.py`): the Thinker step, the Talker step with its MTP, Code2Wav's
+transformer step and its conv stack's steady frames (a stream's first frame
+has other shapes and runs as it is). Tokens and codes are the same either way
+(tests/agent/engines/qwen3_omni/test_graphs.py).
 """
 
 from __future__ import annotations
@@ -37,6 +43,15 @@ from transformers.generation.logits_process import (
 )
 
 from agent.engines.qwen3_omni.code2wav import State, StreamingConvStack, split_state, stack_states
+from agent.engines.qwen3_omni.graphs import (
+    BUCKETS,
+    ConvContexts,
+    Outputs,
+    StaticStep,
+    StepGraphs,
+    bucket,
+    read_bucket,
+)
 from agent.engines.qwen3_omni.mtp import ResidualPredictor
 from agent.engines.qwen3_omni.slots import BatchStep, SlotCache, SlotPool
 
@@ -124,9 +139,11 @@ class OmniStreamer:
         max_context: int = 8192,
         max_frames: int = 375,
         slots: int = 8,
+        graphs: bool | None = None,
     ) -> None:
         """`max_context` and `max_frames` bound a conversation's Thinker tokens and a reply's speech frames (they
-        size each slot); `slots` is where the pools start (they double when more sequences are live)."""
+        size each slot); `slots` is where the pools start (they double when more sequences are live). `graphs`:
+        the decode steps as CUDA graphs (None: on CUDA only); on the CPU they run uncaptured, for the tests."""
         self.model = model
         # Applied to the Thinker's logits before the greedy pick (e.g. banned tokens); empty: plain greedy.
         self.thinker_processors = thinker_processors or LogitsProcessorList()
@@ -135,6 +152,17 @@ class OmniStreamer:
         self.has_talker = getattr(model, "has_talker", False)
         tc = self.config.talker_config
         self.device = self.thinker.device
+        if graphs is None:
+            graphs = self.device.type == "cuda"
+        self.graphs: StepGraphs | None = None
+        if graphs:
+            self.graphs = StepGraphs(self.device, capture=self.device.type == "cuda")
+            slots = 1 << (slots - 1).bit_length()  # a power of two: every bucket up to it fits in the pool
+            if getattr(model, "_can_set_experts_implementation", lambda: False)():
+                # MoE layers with no host sync: grouped_mm, whose CUDA kernel is bf16 only; elsewhere batched_mm
+                dtype = next(model.parameters()).dtype
+                cuda_other = self.device.type == "cuda" and dtype != torch.bfloat16
+                model.set_experts_implementation("batched_mm" if cuda_other else "grouped_mm")
         self.thinker_pool = self._pool(self.thinker, self.thinker.config.text_config, max_context, slots)
         self.eos = self.config.im_end_token_id
         self.accept_layer = tc.accept_hidden_layer
@@ -176,6 +204,7 @@ class OmniStreamer:
             )
             self.c2w_pool = self._pool(self.code2wav, self.code2wav.config, max_frames + 16, slots)
             self.conv_stack = StreamingConvStack(self.code2wav)
+            self.contexts = ConvContexts()  # with graphs: every stream's conv contexts, in place
             self.mtp = ResidualPredictor(self.talker)
 
     def _pool(self, part: Any, cfg: Any, capacity: int, slots: int) -> SlotPool:
@@ -277,9 +306,16 @@ class OmniStreamer:
     def thinker_step(self, replies: list[Reply]) -> None:
         """One more token for each reply (the last token goes into its cache)."""
         convs = [r.conv for r in replies]
-        step = BatchStep(self.thinker_pool, [c.cache for c in convs], self.device)
-        ids = step.scatter(torch.tensor([[r.tokens[-1]] for r in replies], device=self.device), self._zero_id)
-        rope = step.scatter(torch.tensor([[c.next_pos] for c in convs], device=self.device), self._zero_id)
+        ids = torch.tensor([[r.tokens[-1]] for r in replies], device=self.device)
+        rope = torch.tensor([[c.next_pos] for c in convs], device=self.device)
+        caches, zero = [c.cache for c in convs], self._zero_id
+        step, out = self._step("thinker", self.thinker_pool, caches, ids=(ids, zero), rope=(rope, zero))
+        step.advance()
+        for conv in convs:
+            conv.next_pos += 1
+        self._take_tokens(replies, step.gather(out["logits"]))
+
+    def _thinker_forward(self, step: BatchStep, ids: torch.Tensor, rope: torch.Tensor) -> Outputs:
         out = self.thinker(
             input_ids=ids,
             attention_mask=step.mask,
@@ -287,10 +323,29 @@ class OmniStreamer:
             cache=step,
             use_cache=True,
         )
-        step.advance()
-        for conv in convs:
-            conv.next_pos += 1
-        self._take_tokens(replies, step.gather(out.logits[:, -1]))
+        return {"logits": out.logits[:, -1]}
+
+    def _step(
+        self, stage: str, pool: SlotPool, caches: list[SlotCache], **inputs: tuple[torch.Tensor, torch.Tensor]
+    ) -> tuple[BatchStep, Outputs]:
+        """One batched decode step of `stage` on `caches`' rows; each input is (one row per sequence, what idle
+        rows get). With graphs it runs on a bucket of rows and a read length it shares with other steps."""
+        forward = getattr(self, f"_{stage}_forward")
+        rows = bucket(max(c.slot for c in caches) + 1) if self.graphs is not None else None
+        if rows is None or rows > pool.slots:
+            step = BatchStep(pool, caches, self.device)
+            return step, forward(step, **{k: step.scatter(v, fill) for k, (v, fill) in inputs.items()})
+        read = read_bucket(max(pool.lengths[:rows]) + 1, pool.capacity)
+
+        def build() -> StaticStep:
+            step = BatchStep(pool, caches, self.device, rows, read)
+            buffers = {k: step.scatter(v, fill) for k, (v, fill) in inputs.items()}
+            return StaticStep(lambda: forward(step, **buffers), buffers, step)
+
+        static = self.graphs.get((stage, rows, read), pool.generation, build)
+        static.step.load(caches)
+        static.feed(**{k: static.step.scatter(v, fill) for k, (v, fill) in inputs.items()})
+        return static.step, self.graphs.run((stage, rows, read), static)
 
     @property
     def _zero_id(self) -> torch.Tensor:
@@ -395,15 +450,35 @@ class OmniStreamer:
         """Finish each reply's pending frame (MTP) and predict the next frame's codebook 0."""
         hidden = torch.cat([r.last_hidden for r in replies])
         code0 = torch.tensor([r.code0[-1] for r in replies], device=self.device)
-        codes, summed = self.predict_residuals(hidden, code0)
-        embeds = (summed + torch.cat([self._trailing(r) for r in replies]))[:, None]
+        trailing = torch.cat([self._trailing(r) for r in replies])
+        rope = torch.tensor([[r.talker_pos] for r in replies], device=self.device)
+        caches = [r.talker_cache for r in replies]
+        if self.graphs is None:  # the MTP on the replies alone (and timed apart in the benchmark)
+            codes, summed = self.predict_residuals(hidden, code0)
+            embeds = (summed + trailing)[:, None]
+            step, out = self._step(
+                "talker", self.talker_pool, caches, embeds=(embeds, embeds[:1] * 0), rope=(rope, self._zero_id)
+            )
+        else:  # the MTP inside the Talker's graph, on every row of its bucket
+            step, out = self._step(
+                "talker_mtp", self.talker_pool, caches,
+                hidden=(hidden, hidden[:1] * 0), code0=(code0, code0[:1] * 0), trailing=(trailing, trailing[:1] * 0),
+                rope=(rope, self._zero_id),
+            )  # fmt: skip
+            codes = step.gather(out["codes"])
         for reply, frame in zip(replies, codes, strict=False):
             reply.frames.append(frame)
             reply.talker_step += 1
-        step = BatchStep(self.talker_pool, [r.talker_cache for r in replies], self.device)
-        rope = step.scatter(torch.tensor([[r.talker_pos] for r in replies], device=self.device), self._zero_id)
+        step.advance()
+        last = step.gather(out["hidden"])
+        for i, reply in enumerate(replies):
+            reply.talker_pos += 1
+            reply.last_hidden = last[i : i + 1, None]
+        self._take_codes(replies, step.gather(out["logits"]))
+
+    def _talker_forward(self, step: BatchStep, embeds: torch.Tensor, rope: torch.Tensor) -> Outputs:
         out = self.talker(
-            inputs_embeds=step.scatter(embeds, torch.zeros_like(embeds[:1])),
+            inputs_embeds=embeds,
             attention_mask=step.mask,
             position_ids=self._step_positions(step, rope),
             cache=step,
@@ -411,12 +486,13 @@ class OmniStreamer:
             output_hidden_states=True,
             generation_step=0,  # unused; the forward adds one to it
         )
-        step.advance()
-        last = step.gather(out.hidden_states[0][-1][:, -1])
-        for i, reply in enumerate(replies):
-            reply.talker_pos += 1
-            reply.last_hidden = last[i : i + 1, None]
-        self._take_codes(replies, step.gather(out.logits[:, -1]))
+        return {"logits": out.logits[:, -1], "hidden": out.hidden_states[0][-1][:, -1]}
+
+    def _talker_mtp_forward(
+        self, step: BatchStep, hidden: torch.Tensor, code0: torch.Tensor, trailing: torch.Tensor, rope: torch.Tensor
+    ) -> Outputs:
+        codes, summed = self.mtp(hidden, code0)
+        return {"codes": codes, **self._talker_forward(step, (summed + trailing)[:, None], rope)}
 
     # ---------------------------------------------------------------- Code2Wav
 
@@ -424,36 +500,71 @@ class OmniStreamer:
     def decode_frames(self, replies: list[Reply]) -> list[np.ndarray]:
         """The next codec frame of each reply as its final samples (`first_frame_samples` for a stream's first,
         then 1920)."""
-        c2w = self.code2wav
         for reply in replies:
             if reply.c2w_cache is None:
                 reply.c2w_cache = self.c2w_pool.acquire()
-        step = BatchStep(self.c2w_pool, [r.c2w_cache for r in replies], self.device)
-        codes = torch.stack([r.frames[r.decoded] for r in replies])[:, :, None]  # [n, groups, 1]
-        embeds = c2w.code_embedding(codes + c2w.code_offset).mean(1)  # [n, 1, d]
-        # each frame sees the last `sliding_window` frames of its own stream, itself included
-        window = torch.arange(step.read, device=self.device)[None, :] > (step.pos[:, None] - c2w.config.sliding_window)
-        mask = step.mask & window[:, None, None, :]
-        out = c2w.pre_transformer(
-            inputs_embeds=step.scatter(embeds, torch.zeros_like(embeds[:1])),
-            position_ids=step.pos[:, None],
-            attention_mask={"sliding_attention": mask, "full_attention": step.mask},
-            cache=step,
-            use_cache=True,
-        )
+        codes = torch.stack([r.frames[r.decoded] for r in replies])  # [n, groups]
+        step, out = self._step("c2w", self.c2w_pool, [r.c2w_cache for r in replies], codes=(codes, codes[:1] * 0))
         step.advance()
-        hidden = step.gather(out.last_hidden_state)  # [n, 1, d]
+        hidden = step.gather(out["hidden"])  # [n, 1, d]
         results: list[np.ndarray | None] = [None] * len(replies)
         # a stream's first frame has no context yet (other shapes): the two phases batch apart
         for first in (True, False):
             idx = [i for i, r in enumerate(replies) if (r.decoded == 0) == first]
             if not idx:
                 continue
-            state = stack_states([replies[i].c2w_state for i in idx])
-            wav = self.conv_stack.step(hidden[idx], state).float().cpu().numpy()
-            for i, row_state, row in zip(idx, split_state(state, len(idx)), wav, strict=True):
-                replies[i].c2w_state = row_state
+            if self.graphs is not None and not first:
+                wav = self._steady_frames([replies[i] for i in idx], hidden[idx])
+            else:
+                state = stack_states([replies[i].c2w_state for i in idx])
+                wav = self.conv_stack.step(hidden[idx], state)
+                for i, row_state in zip(idx, split_state(state, len(idx)), strict=True):
+                    if self.graphs is not None:  # from now on the stream's contexts live in place
+                        self.contexts.fit(row_state, self.c2w_pool.slots)
+                        self.contexts.put(replies[i].c2w_cache.slot, row_state)
+                    else:
+                        replies[i].c2w_state = row_state
+            for i, row in zip(idx, wav.float().cpu().numpy(), strict=True):
                 results[i] = row
         for reply in replies:
             reply.decoded += 1
         return results  # type: ignore[return-value]
+
+    def _c2w_forward(self, step: BatchStep, codes: torch.Tensor) -> Outputs:
+        c2w = self.code2wav
+        embeds = c2w.code_embedding(codes[:, :, None] + c2w.code_offset).mean(1)  # [rows, 1, d]
+        # each frame sees the last `sliding_window` frames of its own stream, itself included
+        window = step.columns[None, :] > (step.pos[:, None] - c2w.config.sliding_window)
+        full = step.mask
+        out = c2w.pre_transformer(
+            inputs_embeds=embeds,
+            position_ids=step.pos[:, None],
+            attention_mask={"sliding_attention": full & window[:, None, None, :], "full_attention": full},
+            cache=step,
+            use_cache=True,
+        )
+        return {"hidden": out.last_hidden_state}
+
+    def _steady_frames(self, replies: list[Reply], hidden: torch.Tensor) -> torch.Tensor:
+        """Frames after each stream's first through the conv stack, its contexts read and written in place."""
+        self.contexts.fit(self.contexts.buffers, self.c2w_pool.slots)
+        slots = torch.tensor([r.c2w_cache.slot for r in replies], device=self.device)
+        rows = bucket(len(replies)) or len(replies)  # beyond the largest bucket: uncaptured, unpadded
+        spare = torch.full((rows - len(replies),), self.contexts.spare, device=self.device)
+        pad = hidden[:1].expand(rows - len(replies), *hidden.shape[1:])
+
+        def build() -> StaticStep:
+            buffers = {"slots": torch.cat([slots, spare]), "hidden": torch.cat([hidden, pad])}
+            return StaticStep(lambda: self._conv_forward(**buffers), buffers)
+
+        key = ("conv", rows)
+        static = self.graphs.get(key, (self.contexts.generation, self.c2w_pool.generation), build)
+        static.feed(slots=torch.cat([slots, spare]), hidden=torch.cat([hidden, pad]))
+        return self.graphs.run(key, static, capture=rows in BUCKETS)["wav"][: len(replies)]
+
+    def _conv_forward(self, slots: torch.Tensor, hidden: torch.Tensor) -> Outputs:
+        state = {k: buf.index_select(0, slots) for k, buf in self.contexts.buffers.items()}
+        wav = self.conv_stack.step(hidden, state)
+        for k, buf in self.contexts.buffers.items():
+            buf.index_copy_(0, slots, state[k])
+        return {"wav": wav}

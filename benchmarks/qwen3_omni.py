@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -98,6 +99,7 @@ class StageMeter:
         self.count_ops = count_ops
         self.ms: dict[str, list[float]] = {k: [] for k in self.STAGES}
         self.ops: dict[str, dict[int, int]] = {k: {} for k in self.STAGES}
+        self.streamer = streamer
         for stage, method in self.STAGES.items():
             setattr(streamer, method, self._wrap(stage, getattr(streamer, method)))
         self._inner = False  # the MTP runs inside the Talker step: its time and ops count apart
@@ -148,6 +150,11 @@ class StageMeter:
 
         return wrapped
 
+    def close(self) -> None:
+        """The streamer's own methods back (it is used again for the next level, its graphs kept)."""
+        for method in self.STAGES.values():
+            vars(self.streamer).pop(method, None)
+
     def summary(self) -> dict:
         """Per stage: median and mean ms of a step (the Talker step's include its MTP), and ops per batch size."""
         step = {
@@ -160,14 +167,14 @@ class StageMeter:
 
 
 def run(
-    model, sessions: int, seconds: float, batch_limit: int, max_tokens: int, max_frames: int, device, count_ops=False
+    streamer, sessions: int, seconds: float, batch_limit: int, max_tokens: int, max_frames: int, device, count_ops=False
 ) -> dict:
     import torch
 
     from agent.engines.qwen3_omni.scheduler import Scheduler
-    from agent.engines.qwen3_omni.stream import Conversation, OmniStreamer, Reply
+    from agent.engines.qwen3_omni.stream import Conversation, Reply
 
-    streamer = OmniStreamer(model)
+    model = streamer.model
     meter = StageMeter(streamer, device, count_ops)
     sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
 
@@ -192,6 +199,7 @@ def run(
             elif out.kind == "error":
                 raise out.value
     wall = clock() - t0
+    meter.close()
     st = sched.stats
     speech_s = frames * 0.08
     one_session_s = speech_s / sessions
@@ -216,7 +224,19 @@ def run(
         "max_batch": st.max_batch,
         "wall_s": wall,
         **meter.summary(),
+        **memory(device),
     }
+
+
+def memory(device) -> dict:
+    """GPU memory in GiB: peak allocated since the last call, and reserved by the allocator now."""
+    import torch
+
+    if not str(device).startswith("cuda"):
+        return {}
+    peak, reserved = torch.cuda.max_memory_allocated(), torch.cuda.memory_reserved()
+    torch.cuda.reset_peak_memory_stats()
+    return {"gpu_memory_gib": {"peak_allocated": peak / 2**30, "reserved": reserved / 2**30}}
 
 
 def staggered(model, streamer, sessions: int, device, max_tokens: int = 24, max_frames: int = 24) -> list[dict]:
@@ -250,27 +270,41 @@ def staggered(model, streamer, sessions: int, device, max_tokens: int = 24, max_
     ]
 
 
+def _agreement(a: list[dict], b: list[dict]) -> dict:
+    pairs = list(zip(a, b, strict=True))
+    return {
+        "tokens_identical": all(x["tokens"] == y["tokens"] for x, y in pairs),
+        "codes_identical": all(x["codes"] == y["codes"] for x, y in pairs),
+        "max_sample_diff": max(
+            float(np.abs(x["samples"] - y["samples"]).max(initial=0.0))
+            if x["samples"].shape == y["samples"].shape
+            else float("inf")
+            for x, y in pairs
+        ),
+    }
+
+
 def compare_graphs(model, device, sessions: int = 4) -> dict:
-    """The same staggered sessions with the decode steps eager and as graphs (on the CPU: uncaptured)."""
+    """The same staggered sessions with the decode steps eager and as graphs (on the CPU: uncaptured). Where
+    they were captured, also against the same padded steps uncaptured: that must agree to the bit."""
     from agent.engines.qwen3_omni.stream import OmniStreamer
 
     eager = staggered(model, OmniStreamer(model, graphs=False), sessions, device)
     streamer = OmniStreamer(model, graphs=True)
     graphed = staggered(model, streamer, sessions, device)
-    diff = max(
-        float(np.abs(e["samples"] - g["samples"]).max()) if e["samples"].shape == g["samples"].shape else np.inf
-        for e, g in zip(eager, graphed, strict=True)
-    )
     stats = streamer.graphs.stats
-    return {
+    doc = {
         "sessions": sessions,
-        "tokens_identical": all(e["tokens"] == g["tokens"] for e, g in zip(eager, graphed, strict=True)),
-        "codes_identical": all(e["codes"] == g["codes"] for e, g in zip(eager, graphed, strict=True)),
-        "max_sample_diff": diff,
+        **_agreement(eager, graphed),
         "frames": sum(len(g["codes"]) for g in graphed),
         "graphs": {"captured": stats.captured, "replayed": stats.replayed, "uncaptured": stats.uncaptured},
         "capture_failed": streamer.graphs.failed,
     }
+    if stats.captured:
+        plain = OmniStreamer(model, graphs=True)
+        plain.graphs.capture = False
+        doc["captured_vs_uncaptured"] = _agreement(staggered(model, plain, sessions, device), graphed)
+    return doc
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -283,10 +317,20 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batch-limit", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--max-frames", type=int, default=64)
+    ap.add_argument(
+        "--graphs", action=argparse.BooleanOptionalAction, default=None, help="CUDA graphs (default: on with CUDA)"
+    )
+    ap.add_argument(
+        "--compare-graphs",
+        action="store_true",
+        help="instead: staggered sessions with graphs and eager (float32), tokens/codes/samples compared",
+    )
     ap.add_argument("--out", default="qwen3_omni_bench.json")
     args = ap.parse_args(argv)
 
     import torch
+
+    from agent.engines.qwen3_omni.stream import OmniStreamer
 
     torch.set_grad_enabled(False)
     if args.full:
@@ -298,14 +342,24 @@ def main(argv: list[str] | None = None) -> None:
         folder = args.model or build_tiny_model(Path(tempfile.mkdtemp()) / "tiny")
         model = load(str(folder), device=args.device).model
         what = "tiny random model" if not args.model else str(folder)
-    # a warm-up turn: kernels, allocator
-    run(model, 1, min(args.seconds, 2.0), args.batch_limit, 8, 8, args.device)
     device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else machine()
-    doc = {"model": what, "device": args.device, "device_name": device_name, "torch": torch.__version__, "results": []}
+    doc = {"model": what, "device": args.device, "device_name": device_name, "torch": torch.__version__}
+    if args.compare_graphs:
+        sys.exit(_compare(model.float(), args, doc))  # float32: padding moves bf16 logits enough to flip ties
+    streamer = OmniStreamer(model, graphs=args.graphs, slots=args.batch_limit)
+    graphs = streamer.graphs
+    doc["cuda_graphs"] = graphs is not None and graphs.capture
+    doc["results"] = []
     for n in [int(x) for x in args.sessions.split(",")]:
-        r = run(model, n, args.seconds, args.batch_limit, args.max_tokens, args.max_frames, args.device)
+        # a warm-up at this level: kernels, allocator, and the graphs its shapes need (captured on first use)
+        run(streamer, n, args.seconds, args.batch_limit, 8, 8, args.device)
+        captured = graphs.stats.captured if graphs else 0
+        r = run(streamer, n, args.seconds, args.batch_limit, args.max_tokens, args.max_frames, args.device)
+        if graphs:
+            r["graphs"] = {"captured_in_run": graphs.stats.captured - captured, "total": graphs.stats.captured}
+            r["graphs"]["capture_failed"] = graphs.failed
         # long enough replies that all n sessions are in one batch for a while (one prefill per step)
-        r.update(run(model, n, 2.0, args.batch_limit, 3 * n, 3 * n, args.device, count_ops=True))
+        r.update(run(streamer, n, 2.0, args.batch_limit, 3 * n, 3 * n, args.device, count_ops=True))
         doc["results"].append(r)
         Path(args.out).write_text(json.dumps(doc, indent=1))  # after each level: a cut-short run keeps it
         step = {k: round(v["median"], 2) for k, v in r["step_ms"].items() if v}
@@ -313,10 +367,26 @@ def main(argv: list[str] | None = None) -> None:
             f"{n:>2} sessions: first packet median {r['first_packet_ms']['median']:.0f} ms "
             f"(max {r['first_packet_ms']['max']:.0f}), Thinker {r['thinker_tokens_per_s']:.0f} tok/s, "
             f"per-session RTF {r['per_session_rtf']:.3f}, step ms (median) {step}, "
-            f"ops per step {r['ops_per_step']}",
+            f"ops per step {r['ops_per_step']}, {r.get('gpu_memory_gib', '')} {r.get('graphs', '')}",
             flush=True,
         )
     print(f"wrote {args.out}")
+
+
+def _compare(model, args, doc: dict) -> int:
+    """Graphs against eager on staggered sessions; exit status 1 unless tokens and codes agree and samples are
+    within float rounding (eager batching alone moves the tiny model's by up to ~1e-3)."""
+    result = compare_graphs(model, args.device, sessions=5)
+    doc["compare_graphs"] = result
+    Path(args.out).write_text(json.dumps(doc, indent=1))
+    print(json.dumps(result, indent=1))
+    checks = [result["tokens_identical"], result["codes_identical"], result["max_sample_diff"] < 5e-3]
+    if "captured_vs_uncaptured" in result:
+        exact = result["captured_vs_uncaptured"]
+        checks += [exact["tokens_identical"], exact["codes_identical"], exact["max_sample_diff"] < 1e-5]
+    ok = all(checks) and result["graphs"]["captured"] > 0 if args.device.startswith("cuda") else all(checks)
+    print(f"graphs vs eager: {'ok' if ok else 'FAILED'}; wrote {args.out}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

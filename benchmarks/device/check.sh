@@ -7,14 +7,20 @@
 #
 # 1. installs the pinned wheels (wheels.txt) into a private target, first on PYTHONPATH with the repo root;
 # 2. preflight.py: versions, CUDA, the engine's imports (fails in seconds, before any model is built);
-# 3. the tiny random model on CUDA, 1 and 4 sessions: a quick end-to-end check;
-# 4. the published 30B-A3B config with random bf16 weights at 1, 8 and 16 sessions; the 16-session level
-#    runs if time allows (the benchmark writes its JSON after each level, so a level cut short loses only itself).
+# 3. the tiny random model on CUDA: CUDA graphs against eager on staggered sessions (float32; tokens and codes
+#    identical, samples within float rounding; captured against the same steps uncaptured: to the bit), then
+#    1 and 4 sessions end to end;
+# 4. the published 30B-A3B config with random bf16 weights, with graphs, at 1, 4, 8 and 16 sessions; the
+#    16-session level runs if time allows (the benchmark writes its JSON after each level, so a level cut short
+#    loses only itself).
 #
 # Output in $OUT (./results if unset): device-check.log (everything printed), device-env.json,
-# bench-qwen3-omni-tiny-cuda.json, bench-qwen3-omni-h200.json. Exit status 0 only if every step passed.
+# graphs-vs-eager-tiny-cuda.json, bench-qwen3-omni-tiny-cuda.json, bench-qwen3-omni-h200.json. Exit status 0
+# only if every step passed.
 #
-# Knobs: CHECK_DRY_RUN=1 stops after the preflight; CHECK_PYTHON (python3); CHECK_BUDGET_S (480);
+# Knobs: CHECK_DRY_RUN=1 stops after the preflight; CHECK_NO_GPU=1 is a rehearsal on a CPU machine (no wheels
+# installed: this Python's packages; preflight --no-gpu; the tests run it with the dry run);
+# CHECK_PYTHON (python3); CHECK_BUDGET_S (480);
 # CHECK_FULL_MIN_S (300, kept for the full run) and CHECK_TINY_MAX_S (150, the tiny run's cap): for tests.
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -51,6 +57,19 @@ say "device check: repo $repo, out $OUT, budget ${CHECK_BUDGET_S} s"
 date -u +"%Y-%m-%dT%H:%M:%SZ"
 if command -v nvidia-smi >/dev/null; then
     nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv || true
+fi
+
+preflight_args=(--target "$target" --env-json "$OUT/device-env.json")
+if [[ -n "${CHECK_NO_GPU:-}" ]]; then
+    say "CHECK_NO_GPU: a rehearsal on this machine; no wheels installed, the GPU checks skipped"
+    export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
+    if ! "$py" "$here/preflight.py" --no-gpu --env-json "$OUT/device-env.json"; then
+        echo "FAIL: preflight (above)" >&2
+        exit 3
+    fi
+    [[ -n "${CHECK_DRY_RUN:-}" ]] && { say "dry run: stopping after the preflight"; exit 0; }
+    echo "FAIL: CHECK_NO_GPU goes no further than the preflight: set CHECK_DRY_RUN=1" >&2
+    exit 2
 fi
 
 # 1. The wheels: the "always" ones into the target (ahead of the machine's own copies), the "if-missing:MOD" ones
@@ -101,7 +120,7 @@ export TOKENIZERS_PARALLELISM=false
 
 # 2. Versions, the GPU and the engine's imports.
 say "preflight"
-if ! "$py" "$here/preflight.py" --target "$target" --env-json "$OUT/device-env.json"; then
+if ! "$py" "$here/preflight.py" "${preflight_args[@]}"; then
     echo "FAIL: preflight (above); no model was built" >&2
     exit 3
 fi
@@ -137,10 +156,11 @@ run_step() {
     say "$name: exit $step_rc after $((SECONDS - t0)) s"
 }
 
-# 3. The tiny random model on CUDA.
+# 3. The tiny random model on CUDA: graphs against eager, then end to end.
+compare_json="$OUT/graphs-vs-eager-tiny-cuda.json"
 tiny_json="$OUT/bench-qwen3-omni-tiny-cuda.json"
 full_json="$OUT/bench-qwen3-omni-h200.json"
-rm -f "$tiny_json" "$full_json"
+rm -f "$compare_json" "$tiny_json" "$full_json"
 full_min="${CHECK_FULL_MIN_S:-300}"  # the full run keeps at least this
 tiny_max="${CHECK_TINY_MAX_S:-150}"
 tiny_limit=$(($(left) - full_min))
@@ -149,10 +169,15 @@ if ((tiny_limit < tiny_max / 5)); then
     echo "FAIL: only $(left) s left before the tiny run" >&2
     exit 4
 fi
-run_step "tiny model, CUDA" "$tiny_limit" \
+t_tiny=$SECONDS
+run_step "tiny model, CUDA: graphs against eager" "$((tiny_limit / 2))" \
+    "$py" -m benchmarks.qwen3_omni --device cuda --compare-graphs --out "$compare_json"
+compare_rc=$step_rc
+run_step "tiny model, CUDA" "$((tiny_limit - (SECONDS - t_tiny)))" \
     "$py" -m benchmarks.qwen3_omni --device cuda --sessions 1,4 --seconds 4 --max-tokens 16 --max-frames 16 \
     --out "$tiny_json"
 tiny_rc=$step_rc
+((compare_rc != 0)) && tiny_rc=$compare_rc
 # A tiny failure does not stop the full run: one go on the machine should show all it can.
 
 # 4. The full-size config, random bf16 weights; whatever time is left, less 25 s for the kill and the summary.
@@ -160,7 +185,7 @@ full_limit=$(($(left) - 25))
 full_rc=4
 if ((full_limit >= full_min / 5)); then
     run_step "full config, random bf16, CUDA" "$full_limit" \
-        "$py" -m benchmarks.qwen3_omni --full --device cuda --sessions 1,8,16 --batch-limit 16 --seconds 10 --max-tokens 48 \
+        "$py" -m benchmarks.qwen3_omni --full --device cuda --sessions 1,4,8,16 --batch-limit 16 --seconds 10 --max-tokens 48 \
         --max-frames 48 --out "$full_json"
     full_rc=$step_rc
 else
@@ -170,9 +195,21 @@ fi
 # Summary: the figures per level from the JSON; the verdict.
 say "summary"
 set +e
-"$py" - "$tiny_json" "$tiny_rc" "$full_json" "$full_rc" <<'EOF'
+"$py" - "$tiny_json" "$tiny_rc" "$full_json" "$full_rc" "$compare_json" <<'EOF'
 import json, sys
 from pathlib import Path
+
+compare = Path(sys.argv[5])
+if compare.is_file():
+    c = json.loads(compare.read_text()).get("compare_graphs", {})
+    exact = c.get("captured_vs_uncaptured", {})
+    print(
+        f"{compare.name}: graphs {c.get('graphs')}, against eager: tokens identical {c.get('tokens_identical')}, "
+        f"codes identical {c.get('codes_identical')}, max sample diff {c.get('max_sample_diff')}; against the same "
+        f"steps uncaptured: {exact or '-'}; capture failed: {c.get('capture_failed')}"
+    )
+else:
+    print(f"{compare.name}: not written")
 
 def flat(r):
     out = []
@@ -183,6 +220,8 @@ def flat(r):
             out.append(f"{k} {v:.4g}")
         elif isinstance(v, dict) and isinstance(v.get("median"), (int, float)):
             out.append(f"{k} median {v['median']:.4g} max {v.get('max', float('nan')):.4g}")
+        elif isinstance(v, dict) and v and all(isinstance(x, (int, float)) for x in v.values()):
+            out.append(f"{k} " + ", ".join(f"{s} {x:.4g}" for s, x in v.items()))
         elif isinstance(v, dict):  # per stage: {"thinker": {"median": ...}, "code2wav": None, ...}
             parts = [
                 f"{s} {x['median']:.3g}"
@@ -194,7 +233,7 @@ def flat(r):
     return "; ".join(out)
 
 verdict = 0
-for path, rc, need in ((sys.argv[1], int(sys.argv[2]), {1, 4}), (sys.argv[3], int(sys.argv[4]), {1, 8})):
+for path, rc, need in ((sys.argv[1], int(sys.argv[2]), {1, 4}), (sys.argv[3], int(sys.argv[4]), {1, 4, 8})):
     p = Path(path)
     doc = json.loads(p.read_text()) if p.is_file() else {"results": []}
     levels = [r.get("sessions") for r in doc.get("results", [])]

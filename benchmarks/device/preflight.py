@@ -6,6 +6,8 @@ fails in seconds, not after building a 30B model.
     python benchmarks/device/preflight.py --target DIR --env-json OUT/device-env.json
 
 --target: where check.sh installed the pinned wheels; each must be imported from there.
+--no-gpu: a rehearsal on a CPU machine (the tests run it): the GPU checks are skipped, the Python floor and the
+pins are reported, not enforced; the imports and the full config are checked as on the device.
 """
 
 from __future__ import annotations
@@ -66,11 +68,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--target", help="the private folder the wheels were installed into")
     ap.add_argument("--env-json", help="write what was found here")
+    ap.add_argument("--no-gpu", action="store_true", help="a CPU rehearsal: GPU checks skipped, pins reported")
     args = ap.parse_args()
     target = Path(args.target).resolve() if args.target else None
+    strict = not args.no_gpu
+    if not strict:
+        print("preflight --no-gpu: a rehearsal on this machine; the GPU checks are skipped", flush=True)
 
     def python():
-        if sys.version_info[:2] < MIN_PYTHON:
+        if strict and sys.version_info[:2] < MIN_PYTHON:
             raise RuntimeError(f"Python {platform.python_version()} < {'.'.join(map(str, MIN_PYTHON))}")
         return f"{platform.python_version()} ({sys.executable})"
 
@@ -85,6 +91,8 @@ def main() -> None:
             except md.PackageNotFoundError:
                 raise RuntimeError(f"{dist} is not installed ({when})") from None
             where = Path(str(d.locate_file(""))).resolve()
+            if not strict:
+                return f"{d.version} from {where} (the device gets {version})"
             if when == "always" and d.version != version:
                 raise RuntimeError(f"{dist} {d.version} found at {where}, {version} expected")
             if when == "always" and target and where != target:
@@ -131,6 +139,8 @@ def main() -> None:
     def cuda():
         import torch
 
+        if not strict:
+            return "skipped (--no-gpu)"
         if not torch.cuda.is_available():
             raise RuntimeError(
                 f"torch.cuda.is_available() is False (torch {torch.__version__}, CUDA build {torch.version.cuda}, "
@@ -153,6 +163,36 @@ def main() -> None:
         )
 
     check("cuda", cuda)
+
+    def graphs():
+        """What the engine's graphed steps need: a capture and replay, and grouped_mm for the MoE experts."""
+        import torch
+        import torch.nn.functional as F
+
+        if not strict:
+            return "skipped (--no-gpu)"
+        x = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            y = x @ x
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y = x @ x
+        x.mul_(2)
+        graph.replay()
+        if not torch.allclose(y.float(), (x @ x).float(), rtol=1e-2, atol=1e-2):
+            raise RuntimeError("a replayed graph did not see its input change")
+        grouped = getattr(F, "grouped_mm", None) or getattr(torch, "_grouped_mm", None)
+        if grouped is None:
+            raise RuntimeError(f"torch {torch.__version__} has no grouped_mm: the MoE layers would sync the host")
+        w = torch.randn(4, 64, 32, device="cuda", dtype=torch.bfloat16)
+        offs = torch.tensor([16, 32, 48, 64], device="cuda", dtype=torch.int32)
+        out = grouped(x, w, offs=offs)
+        return f"capture and replay ok; {grouped.__module__}.{grouped.__name__} {tuple(out.shape)}"
+
+    check("cuda graphs", graphs)
 
     # The engine and everything the benchmark touches, imported before any model is built.
     for module in ("media.pcm", "agent.engines.qwen3_omni.engine", "benchmarks.qwen3_omni"):

@@ -551,7 +551,7 @@ class OmniStreamer:
         slots = torch.tensor([r.c2w_cache.slot for r in replies], device=self.device)
         rows = bucket(len(replies)) or len(replies)  # beyond the largest bucket: uncaptured, unpadded
         spare = torch.full((rows - len(replies),), self.contexts.spare, device=self.device)
-        pad = hidden[:1].expand(rows - len(replies), *hidden.shape[1:])
+        pad = hidden.new_zeros(rows - len(replies), *hidden.shape[1:])
 
         def build() -> StaticStep:
             buffers = {"slots": torch.cat([slots, spare]), "hidden": torch.cat([hidden, pad])}

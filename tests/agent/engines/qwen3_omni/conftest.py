@@ -14,6 +14,17 @@ def _one_thread():
     torch.set_num_threads(before)
 
 
+@pytest.fixture(autouse=True)
+def _experts_put_back(request):
+    """A graphed streamer switches the model's MoE experts to grouped_mm; the shared tiny models get theirs back."""
+    shared = [n for n in ("tiny", "tiny_seed1", "tiny_fast") if n in request.fixturenames]
+    models = [request.getfixturevalue(n).model for n in shared]
+    before = [m.get_experts_implementation() for m in models]
+    yield
+    for m, impl in zip(models, before, strict=True):
+        m.set_experts_implementation(impl)
+
+
 @pytest.fixture(scope="session")
 def tiny_folder(tmp_path_factory):
     return build_tiny_model(tmp_path_factory.mktemp("tiny-qwen3-omni") / "model", seed=0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
+import pytest
 import torch
 from transformers.generation.logits_process import LogitsProcessor, LogitsProcessorList
 
@@ -105,8 +106,10 @@ async def test_text_only_mode_answers_without_speech(tiny):
     assert len(final) == 1
 
 
-async def test_long_conversation_stays_within_its_context(tiny):
-    eng = engine(tiny, max_context=400, max_reply_tokens=40, max_reply_s=0.5)
+@pytest.mark.parametrize("graphs", [False, True], ids=["eager", "graphs"])
+async def test_long_conversation_stays_within_its_context(tiny, graphs):
+    """With graphs (uncaptured on the CPU) too: cut turns crop the cache and the static steps follow."""
+    eng = engine(tiny, max_context=400, max_reply_tokens=40, max_reply_s=0.5, cuda_graphs=graphs)
     session = await eng.open_session(get_profile("default"))
     lengths = []
     try:
@@ -126,11 +129,13 @@ async def test_long_conversation_stays_within_its_context(tiny):
     assert heard == sum(len(t.ids) - 3 for t, _ in session.context.conv.turns)
 
 
-async def test_spoken_turns_with_camera_frames(tiny):
-    """Audio through the endpointer plus frames from the aligner: the turn is submitted with its images."""
+@pytest.mark.parametrize("graphs", [False, True], ids=["eager", "graphs"])
+async def test_spoken_turns_with_camera_frames(tiny, graphs):
+    """Audio through the endpointer plus frames from the aligner: the turn is submitted with its images (held at
+    the first pause and let out: with graphs too)."""
     from media.aligner import AlignedChunk, VideoSample
 
-    eng = engine(tiny, max_reply_s=0.5, end_silence_ms=240)
+    eng = engine(tiny, max_reply_s=0.5, end_silence_ms=240, cuda_graphs=graphs)
     session = await eng.open_session(get_profile("default"))
     rng = np.random.default_rng(0)
     try:

@@ -38,10 +38,7 @@ HOST_SYNC = {
 
 @pytest.fixture
 def model(tiny):
-    """The tiny model, its experts implementation put back afterwards (a graphed streamer sets grouped_mm)."""
-    before = tiny.model.get_experts_implementation()
-    yield tiny.model
-    tiny.model.set_experts_implementation(before)
+    return tiny.model  # its experts implementation is put back after each test (conftest)
 
 
 class Ops(TorchDispatchMode):

@@ -1,65 +1,75 @@
-"""Benchmark: what the extra hop costs. Voice to voice with the cascade engine
-served directly (one hop: WebRTC -> cascade) and through a second server whose
-`realtime` engine talks to the first one's `/v1/realtime` (two hops).
+"""Benchmark: what the extra hop costs. Voice to voice with the cascade engine served directly (one hop:
+WebRTC -> cascade) and through a second server whose `realtime` engine talks to the first one's
+`/v1/realtime` (two hops), the same utterances of the voice-to-voice corpus to each, aiortc's client.
+
+    python -m benchmarks.two_hops [--limit 24] [--every 2]
+
+Prints median and p95 per hop and the difference; writes the JSON (--json).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import platform
-import subprocess
 from pathlib import Path
 
-import numpy as np
-
 from agent.bench import spawn_server
+from agent.machine import machine
 from agent.transport.ice import set_host_addresses
-from benchmarks.harness import write_result
-from benchmarks.voice_to_voice import run, start_server
+from benchmarks import corpus
+from benchmarks.harness import stats, write_result
+from benchmarks.voice_to_voice import aiortc_session, drain, groups
 
 
-def start_near(far_ws_url: str) -> tuple[subprocess.Popen[str], str]:
-    """A second server whose realtime engine talks to the first one's /v1/realtime."""
-    far = far_ws_url.removesuffix("/ws")
-    proc, http = spawn_server("--engine", "realtime", "--realtime-url", f"{far}/v1/realtime")
-    return proc, http.replace("http", "ws", 1) + "/ws"
+def ws_url(http: str) -> str:
+    return http.replace("http", "ws", 1) + "/ws"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--limit", type=int, default=24, help="the corpus's first N utterances")
+    ap.add_argument("--every", type=int, default=1, help="only every Nth of them")
     ap.add_argument("--json", type=Path, default=Path("results/two_hops.json"))
     args = ap.parse_args()
     set_host_addresses(["127.0.0.1"])
-    far, far_url = start_server([])
-    near, near_url = start_near(far_url)
+    print("making the corpus ...", flush=True)
+    clips = corpus.clips(args.limit)[:: args.every]
+    far, far_http = spawn_server("--engine", "cascade")
+    drain(far)
+    realtime_url = far_http.replace("http", "ws", 1) + "/v1/realtime"
+    near, near_http = spawn_server("--engine", "realtime", "--realtime-url", realtime_url)
+    drain(near)
+    rows: dict[str, list[dict]] = {"one_hop": [], "two_hops": []}
     try:
-        print("one hop (WebRTC -> cascade):")
-        one = asyncio.run(run(far_url, args.rounds))
-        print("two hops (WebRTC -> realtime engine -> /v1/realtime -> cascade):")
-        two = asyncio.run(run(near_url, args.rounds))
+        for hop, http in (("one_hop", far_http), ("two_hops", near_http)):
+            for profile, mine in groups(clips):
+                if not mine:
+                    continue
+                print(f"{hop}, {profile}: {len(mine)} utterances", flush=True)
+                rows[hop] += asyncio.run(aiortc_session(ws_url(http), profile, mine, "clean", 0.0))
     finally:
         for p in (near, far):
             p.terminate()
             p.wait(15)
-    med = {
-        k: float(np.median([r["voice_to_voice_ms"] for r in rows if r["voice_to_voice_ms"]]))
-        for k, rows in (("one_hop", one), ("two_hops", two))
+    figures = {
+        hop: stats([r["voice_to_voice_ms"] for r in got if r["voice_to_voice_ms"] is not None])
+        for hop, got in rows.items()
     }
+    one, two = figures["one_hop"], figures["two_hops"]
     print(
-        f"\nvoice to voice median: one hop {med['one_hop']:.0f} ms, two hops {med['two_hops']:.0f} ms, "
-        f"the extra hop adds {med['two_hops'] - med['one_hop']:.0f} ms"
+        f"\nvoice to voice (aiortc client), median / p95: one hop {one['median_ms']:.0f} / {one['p95_ms']:.0f} ms "
+        f"(n={one['n']}), two hops {two['median_ms']:.0f} / {two['p95_ms']:.0f} ms (n={two['n']}); "
+        f"the extra hop adds {two['median_ms'] - one['median_ms']:.0f} ms at the median"
     )
     write_result(
         args.json,
         {
             "benchmark": "two_hops",
-            "machine": f"{platform.machine()} {os.cpu_count()} cores",
-            "median_ms": med,
-            "one_hop": one,
-            "two_hops": two,
+            "client": "aiortc",
+            "machine": machine(),
+            "corpus": corpus.summary(clips),
+            "voice_to_voice": figures,
+            "turns": rows,
         },
     )
 

@@ -1,6 +1,6 @@
 """Benchmark (an experiment for issue 28): what the recogniser hears of short speech over the echo's tail after a
-hold, from AEC3 as the session runs it and from a linear echo canceller alone (speex's MDF through `pyaec`, its
-preprocessor off: no residual-echo suppressor).
+hold, from AEC3 as the session runs it and from a linear echo canceller alone (speex's MDF, `media/linear_echo.py`:
+no residual-echo suppressor).
 
 Offline, as `benchmarks/held_words.py` builds it (sox's reverb, the reply held 160 ms after each onset until
 500 ms after the speech, no codec), in one room (200 ms, -6 dB, reverberance 50), on the conversation
@@ -9,8 +9,7 @@ utterance: what Moonshine heard from each canceller; in all, the word error rate
 rule (`TurnTaking.meaning`) would judge rightly (a backchannel resumes, a request or stop cancels), and each
 canceller's echo reduction over the reply.
 
-`pyaec` is not a dependency of omni-agent (one maintainer, no licence in its metadata): install it to run this,
-`pip install pyaec==1.0.1`.
+It needs Debian's libspeexdsp1 (`scripts/setup.sh --test` installs it).
 
     python -m benchmarks.linear_echo [--taps 8192] [--json results/linear_echo.json]
 """
@@ -18,7 +17,6 @@ canceller's echo reduction over the reply.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import sys
 import tempfile
 from pathlib import Path
@@ -32,31 +30,22 @@ from benchmarks.held_words import HOLD_AFTER, RESUME_AFTER, SPACING
 from benchmarks.hold_onset import microphone, reply_audio
 from media.clock import INPUT_SAMPLES_PER_TICK as TICK
 from media.echo_cancel import EchoCanceller
+from media.linear_echo import LinearEcho, SpeexUnavailable
 from media.turn_taking import NOTHING, TurnTaking
 
 ROOM = (200, -6, 50)  # delay ms, gain dB, reverberance
 FRAME = 160  # 10 ms at 16 kHz
 
 
-def linear_canceller(taps: int):
-    """speex's MDF filter alone; a clear message where pyaec is missing."""
+def linear_canceller(taps: int) -> LinearEcho:
     try:
-        from pyaec import Aec, lib
-    except ImportError:
-        sys.exit("this benchmark needs pyaec (not a dependency of omni-agent): pip install pyaec==1.0.1")
-    aec = Aec(FRAME, taps, 16_000, False)  # False: no preprocessor, so no residual-echo suppression
-    out = (ctypes.c_int16 * FRAME)()
-    ptr = ctypes.POINTER(ctypes.c_int16)
-
-    def cancel(mic: np.ndarray, far: np.ndarray) -> np.ndarray:
-        lib.AecCancelEcho(aec._aec, mic.ctypes.data_as(ptr), far.ctypes.data_as(ptr), out, FRAME)
-        return np.frombuffer(out, np.int16).copy()
-
-    return cancel
+        return LinearEcho(FRAME, taps)
+    except SpeexUnavailable as exc:
+        sys.exit(f"this benchmark needs speex's echo canceller: {exc}")
 
 
 def run(args: argparse.Namespace) -> dict:
-    cancel = linear_canceller(args.taps)
+    canceller = linear_canceller(args.taps)
     items = []
     for name in ("held-out", "held-out-3"):
         said = SAID[name]
@@ -92,7 +81,7 @@ def run(args: argparse.Namespace) -> dict:
     far = (np.clip(np.pad(far16, (0, max(0, mic.size - far16.size))), -1, 1) * 32767).astype(np.int16)
     linear = np.zeros(mic.size, np.float32)
     for s in range(0, mic.size - FRAME + 1, FRAME):
-        linear[s : s + FRAME] = cancel(mic16[s : s + FRAME], far[s : s + FRAME]) / 32767
+        linear[s : s + FRAME] = canceller.process(mic16[s : s + FRAME], far[s : s + FRAME]) / 32767
     outputs["linear"] = linear
 
     reply_only = slice(3 * 16_000, onsets[0] - 1600)  # the reply alone, after 3 s of adapting

@@ -28,6 +28,7 @@ if [[ $want_test == 1 ]]; then
   command -v unshare >/dev/null || missing+=(util-linux)
   command -v turnserver >/dev/null || missing+=(coturn)  # the TURN relay tests' server
   command -v curl >/dev/null || missing+=(curl)  # docs/production.md's checks, run as written
+  ldconfig -p 2>/dev/null | grep -q libspeexdsp.so.1 || missing+=(libspeexdsp1)  # speex's echo filter (media/linear_echo.py)
 fi
 if (( ${#missing[@]} )); then
   if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then

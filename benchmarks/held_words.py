@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -50,30 +51,53 @@ RESUME_AFTER = 0.5  # ... until this long after the utterance ends
 MEANINGS = ("nothing", "stop", "request")
 
 
-def room_run(
-    reply16: np.ndarray, reply24: np.ndarray, ir: np.ndarray, room: tuple, said: list[tuple[str, np.ndarray]]
-) -> list[np.ndarray]:
-    """Each of `said` over the reply in `room`, the reply held over it; what the canceller left of each."""
+def utterance(text: str, voice: str, speed: int) -> np.ndarray:
+    """`text` said by espeak-ng at 16 kHz, from its onset, peaking at 0.4."""
+    user = espeak_rendering(text, voice, 16_000, speed=speed).astype(np.float32)
+    user = user[int(np.flatnonzero(np.abs(user) > 0.02)[0]) :]
+    return user * (0.4 / np.abs(user).max())
+
+
+@dataclass
+class Room:
+    """Utterances over a reply in a room, the reply held over each as a barge-in holds it."""
+
+    mic: np.ndarray  # 16 kHz: the reply's echo and the utterances
+    far16: np.ndarray  # what played, at 16 kHz and at 24 kHz (what a session's canceller gets)
+    far24: np.ndarray
+    onsets: list[int]  # each utterance's first sample in `mic`
+    sizes: list[int]
+
+    def segments(self, audio: np.ndarray) -> list[np.ndarray]:
+        """Each utterance's part of `audio` (aligned with `mic`), with 200 ms either side."""
+        return [audio[max(0, o - 3200) : o + n + 3200] for o, n in zip(self.onsets, self.sizes, strict=True)]
+
+    def aec3(self) -> np.ndarray:
+        """`mic` through the echo canceller as a session runs it, tick by tick."""
+        aec = EchoCanceller()
+        cleaned = []
+        for t in range(self.mic.size // TICK):
+            for k in range(4):
+                s = (t * 4 + k) * 480
+                aec.played((np.clip(self.far24[s : s + 480], -1, 1) * 32767).astype(np.int16))
+            cleaned.append(aec.clean(self.mic[t * TICK : (t + 1) * TICK]))
+        return np.concatenate(cleaned)
+
+
+def in_room(reply16: np.ndarray, reply24: np.ndarray, ir: np.ndarray, room: tuple, said: list[np.ndarray]) -> Room:
+    """Each of `said` (16 kHz) over the reply in `room` (delay ms, gain dB, ...), the reply held over it."""
     onsets = [int((1.5 + SPACING * (i + 1)) * 16_000) + 173 * i for i in range(len(said))]  # any phase of a tick
     n = (onsets[-1] + 3 * 16_000) // TICK * TICK
     far16 = np.resize(reply16, n).astype(np.float32)
     far24 = np.resize(reply24, n * 3 // 2 + 8 * 480).astype(np.float32)
-    for onset, (_, user) in zip(onsets, said, strict=True):
+    for onset, user in zip(onsets, said, strict=True):
         a, b = onset + int(HOLD_AFTER * 16_000), onset + user.size + int(RESUME_AFTER * 16_000)
         far16[a:b] = 0
         far24[a * 3 // 2 : b * 3 // 2] = 0
     mic = microphone(far16, ir, room[0], room[1])
-    for onset, (_, user) in zip(onsets, said, strict=True):
+    for onset, user in zip(onsets, said, strict=True):
         mic[onset : onset + user.size] += user[: mic.size - onset]
-    aec = EchoCanceller()
-    cleaned = []
-    for t in range(mic.size // TICK):
-        for k in range(4):
-            s = (t * 4 + k) * 480
-            aec.played((np.clip(far24[s : s + 480], -1, 1) * 32767).astype(np.int16))
-        cleaned.append(aec.clean(mic[t * TICK : (t + 1) * TICK]))
-    out = np.concatenate(cleaned)
-    return [out[max(0, onset - 3200) : onset + user.size + 3200] for onset, (_, user) in zip(onsets, said, strict=True)]
+    return Room(mic, far16, far24, onsets, [u.size for u in said])
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -88,10 +112,9 @@ def run(args: argparse.Namespace) -> dict:
         said = []
         for i, (text, _) in enumerate(items):
             voice, speed = VOICES[(i + 3 * r) % len(VOICES)]
-            user = espeak_rendering(text, voice, 16_000, speed=speed).astype(np.float32)
-            user = user[int(np.flatnonzero(np.abs(user) > 0.02)[0]) :]  # from its onset
-            said.append((text, user * (0.4 / np.abs(user).max())))
-        segments = room_run(reply16, reply24, room_impulse(tmp, room[2], rate=16_000), room, said)
+            said.append((text, utterance(text, voice, speed)))
+        where = in_room(reply16, reply24, room_impulse(tmp, room[2], rate=16_000), room, [u for _, u in said])
+        segments = where.segments(where.aec3())
         for i, ((text, kind), audio) in enumerate(zip(items, segments, strict=True)):
             t0 = time.perf_counter()
             heard = recognizer.hear(audio, weighable=True)

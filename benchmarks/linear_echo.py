@@ -25,11 +25,9 @@ import numpy as np
 
 from agent.machine import machine
 from benchmarks.conversation import SAID
-from benchmarks.harness import espeak_rendering, room_impulse, wer, write_result
-from benchmarks.held_words import HOLD_AFTER, RESUME_AFTER, SPACING
-from benchmarks.hold_onset import microphone, reply_audio
-from media.clock import INPUT_SAMPLES_PER_TICK as TICK
-from media.echo_cancel import EchoCanceller
+from benchmarks.harness import room_impulse, wer, write_result
+from benchmarks.held_words import in_room, utterance
+from benchmarks.hold_onset import reply_audio
 from media.linear_echo import LinearEcho, SpeexUnavailable
 from media.turn_taking import NOTHING, TurnTaking
 
@@ -51,40 +49,18 @@ def run(args: argparse.Namespace) -> dict:
         said = SAID[name]
         for kind, phrases in (("backchannel", said.backchannels), ("request", said.barge_ins)):
             items += [(p, kind, said.voices[i % len(said.voices)]) for i, p in enumerate(phrases) if p != "cough"]
-    rendered = []
-    for text, _, (voice, speed) in items:
-        user = espeak_rendering(text, voice, 16_000, speed=speed).astype(np.float32)
-        user = user[int(np.flatnonzero(np.abs(user) > 0.02)[0]) :]
-        rendered.append(user * (0.4 / np.abs(user).max()))
-    onsets = [int((1.5 + SPACING * (i + 1)) * 16_000) + 173 * i for i in range(len(items))]
-    n = (onsets[-1] + 3 * 16_000) // TICK * TICK
+    rendered = [utterance(text, voice, speed) for text, _, (voice, speed) in items]
     reply24, reply16 = reply_audio()
-    far16 = np.resize(reply16, n).astype(np.float32)
-    far24 = np.resize(reply24, n * 3 // 2 + 8 * 480).astype(np.float32)
-    for onset, user in zip(onsets, rendered, strict=True):
-        a, b = onset + int(HOLD_AFTER * 16_000), onset + user.size + int(RESUME_AFTER * 16_000)
-        far16[a:b] = 0
-        far24[a * 3 // 2 : b * 3 // 2] = 0
-    mic = microphone(far16, room_impulse(Path(tempfile.mkdtemp()), ROOM[2], rate=16_000), ROOM[0], ROOM[1])
-    for onset, user in zip(onsets, rendered, strict=True):
-        mic[onset : onset + user.size] += user[: mic.size - onset]
-
-    aec3 = EchoCanceller()
-    cleaned = []
-    for t in range(mic.size // TICK):
-        for k in range(4):
-            s = (t * 4 + k) * 480
-            aec3.played((np.clip(far24[s : s + 480], -1, 1) * 32767).astype(np.int16))
-        cleaned.append(aec3.clean(mic[t * TICK : (t + 1) * TICK]))
-    outputs = {"aec3": np.concatenate(cleaned)}
-    mic16 = (np.clip(mic, -1, 1) * 32767).astype(np.int16)
-    far = (np.clip(np.pad(far16, (0, max(0, mic.size - far16.size))), -1, 1) * 32767).astype(np.int16)
+    ir = room_impulse(Path(tempfile.mkdtemp()), ROOM[2], rate=16_000)
+    room = in_room(reply16, reply24, ir, ROOM, rendered)
+    mic = room.mic
+    far = np.pad(room.far16, (0, max(0, mic.size - room.far16.size)))  # the microphone runs on by the path's delay
     linear = np.zeros(mic.size, np.float32)
     for s in range(0, mic.size - FRAME + 1, FRAME):
-        linear[s : s + FRAME] = canceller.process(mic16[s : s + FRAME], far[s : s + FRAME]) / 32767
-    outputs["linear"] = linear
+        linear[s : s + FRAME] = canceller.process(mic[s : s + FRAME], far[s : s + FRAME])
+    outputs = {"aec3": room.aec3(), "linear": linear}
 
-    reply_only = slice(3 * 16_000, onsets[0] - 1600)  # the reply alone, after 3 s of adapting
+    reply_only = slice(3 * 16_000, room.onsets[0] - 1600)  # the reply alone, after 3 s of adapting
     power = {k: float(np.mean(v[reply_only] ** 2)) for k, v in {"mic": mic, **outputs}.items()}
     reduction = {k: 10 * np.log10(power["mic"] / max(power[k], 1e-12)) for k in outputs}
 
@@ -93,10 +69,11 @@ def run(args: argparse.Namespace) -> dict:
     recognizer = load_models().recognizer
     turns = TurnTaking(hears_words=True)
     rows = []
-    for onset, user, (text, kind, voice) in zip(onsets, rendered, items, strict=True):
+    segments = {name: room.segments(signal) for name, signal in outputs.items()}
+    for i, (text, kind, voice) in enumerate(items):
         row = {"said": text, "kind": kind, "voice": voice[0]}
-        for name, signal in outputs.items():
-            heard = recognizer.hear(signal[max(0, onset - 3200) : onset + user.size + 3200]).text
+        for name in outputs:
+            heard = recognizer.hear(segments[name][i]).text
             right = (turns.meaning(heard) == NOTHING) == (kind == "backchannel")
             row[name] = {"heard": heard, "wer": wer(text, heard), "judged_rightly": right}
         rows.append(row)

@@ -154,6 +154,7 @@ class BatchStep:
         if max(c.slot for c in caches) >= self.rows or min(capacity, max(positions) + 1) > self.read:
             raise ValueError(f"a step over {self.rows} rows reading {self.read} cannot hold these sequences")
         self.rows_stepping = [c.slot for c in caches]  # rows, not caches: a step kept for a graph holds no sequence
+        self.stepping = torch.tensor(self.rows_stepping, device=self.pos.device)  # for scatter and gather
         self.pos.copy_(torch.tensor(positions))
 
     @property
@@ -171,18 +172,15 @@ class BatchStep:
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self.read - 1
 
-    def slots(self) -> torch.Tensor:
-        return torch.tensor(self.rows_stepping, device=self.pos.device)
-
     def scatter(self, per_sequence: torch.Tensor, fill: torch.Tensor) -> torch.Tensor:
         """Per-sequence inputs [n, ...] placed on their rows of a [rows, ...] batch; idle rows get `fill`."""
         out = fill.expand(self.rows, *fill.shape[1:]).clone()
-        out[self.slots()] = per_sequence.to(out.dtype)
+        out[self.stepping] = per_sequence.to(out.dtype)
         return out
 
     def gather(self, per_row: torch.Tensor) -> torch.Tensor:
         """The stepping sequences' rows of a [rows, ...] output, in the order they were given."""
-        return per_row[self.slots()]
+        return per_row[self.stepping]
 
     def advance(self) -> None:
         for slot in self.rows_stepping:

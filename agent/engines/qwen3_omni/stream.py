@@ -548,19 +548,22 @@ class OmniStreamer:
     def _steady_frames(self, replies: list[Reply], hidden: torch.Tensor) -> torch.Tensor:
         """Frames after each stream's first through the conv stack, its contexts read and written in place."""
         self.contexts.fit(self.contexts.buffers, self.c2w_pool.slots)
-        slots = torch.tensor([r.c2w_cache.slot for r in replies], device=self.device)
-        rows = bucket(len(replies)) or len(replies)  # beyond the largest bucket: uncaptured, unpadded
-        spare = torch.full((rows - len(replies),), self.contexts.spare, device=self.device)
-        pad = hidden.new_zeros(rows - len(replies), *hidden.shape[1:])
+        n = len(replies)
+        rows = bucket(n) or n  # beyond the largest bucket: uncaptured, unpadded
+        slots = [r.c2w_cache.slot for r in replies] + [self.contexts.spare] * (rows - n)
+        inputs = {
+            "slots": torch.tensor(slots, device=self.device),
+            "hidden": torch.cat([hidden, hidden.new_zeros(rows - n, *hidden.shape[1:])]),
+        }
 
         def build() -> StaticStep:
-            buffers = {"slots": torch.cat([slots, spare]), "hidden": torch.cat([hidden, pad])}
+            buffers = {k: v.clone() for k, v in inputs.items()}
             return StaticStep(lambda: self._conv_forward(**buffers), buffers)
 
         key = ("conv", rows)
         static = self.graphs.get(key, (self.contexts.generation, self.c2w_pool.generation), build)
-        static.feed(slots=torch.cat([slots, spare]), hidden=torch.cat([hidden, pad]))
-        return self.graphs.run(key, static, capture=rows in BUCKETS)["wav"][: len(replies)]
+        static.feed(**inputs)
+        return self.graphs.run(key, static, capture=rows in BUCKETS)["wav"][:n]
 
     def _conv_forward(self, slots: torch.Tensor, hidden: torch.Tensor) -> Outputs:
         state = {k: buf.index_select(0, slots) for k, buf in self.contexts.buffers.items()}

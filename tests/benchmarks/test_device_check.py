@@ -51,4 +51,6 @@ def test_the_tiny_model_steps_of_the_check_run_on_the_cpu(tmp_path):
     doc = json.loads(bench.read_text())
     assert [r["sessions"] for r in doc["results"]] == [1, 2] and doc["cuda_graphs"] is False  # uncaptured here
     for r in doc["results"]:
-        assert r["frames"] > 0 and r["graphs"]["capture_failed"] is None and r["step_ms"]["talker_step"]
+        assert r["frames"] > 0 and r["graphs"]["capture_failed"] is None
+        # each stage ran and was timed (None where it never ran); how long it took is the benchmark's figure
+        assert all(r["step_ms"][stage] is not None for stage in ("thinker_step", "talker_step", "code2wav"))

@@ -142,6 +142,9 @@ class MediaConfig:
     # Speech over a sounding reply listened to as its audio arrives (20 ms packets), not once its 80 ms tick is
     # whole: a voice holds the reply up to a tick sooner (media/early_hold.py); the tick's judgement confirms it
     early_hold: bool = True
+    # ... and speech over a reply recognised from speex's linear echo filter, run beside AEC3, whose suppressor
+    # takes a voice's first few hundred ms in the echo's tail for echo (media/echo_cancel.py, `heard`)
+    linear_heard: bool = True
 
 
 @dataclass
@@ -221,19 +224,26 @@ class InterruptionsConfig:
     backchannel_sayings: list[str] = field(default_factory=lambda: list(BACKCHANNEL_SAYINGS))
     stop_sayings: list[str] = field(default_factory=lambda: list(STOP_SAYINGS))
     sayings_within: float = 2.5
+    # Words beyond backchannels judged by what they say (agent/profiles/interruption_words.py): a classifier's
+    # probability that they mean to interrupt, from this much they cancel; false: three words cancel, fewer
+    # only with a stop word
+    words_model: bool = True
+    meant_from: float = 0.5
 
     def judging(self) -> InterruptionConfig:
         return InterruptionConfig(
-            self.judge,
-            self.commit_ms,
-            self.resume_silence_ms,
-            self.words_wait_ms,
-            self.confirm_without_words_ms,
-            frozenset(w.lower() for w in self.backchannels),
-            tuple(self.backchannel_sayings),
-            tuple(self.stop_sayings),
-            self.sayings_within,
-            self.continuation_ms,
+            judge=self.judge,
+            commit_ms=self.commit_ms,
+            resume_silence_ms=self.resume_silence_ms,
+            words_wait_ms=self.words_wait_ms,
+            confirm_without_words_ms=self.confirm_without_words_ms,
+            backchannels=frozenset(w.lower() for w in self.backchannels),
+            backchannel_sayings=tuple(self.backchannel_sayings),
+            stop_sayings=tuple(self.stop_sayings),
+            sayings_within=self.sayings_within,
+            meant_from=self.meant_from,
+            words_model=self.words_model,
+            continuation_ms=self.continuation_ms,
         )
 
 

@@ -91,6 +91,22 @@ HELD_OUT_3_BARGE_INS = [
     "Skip this part.", "Be quiet.", "Tell me something else.", "Louder, please.", "Cancel that.",
     "Give me the short version.",
 ]  # fmt: skip
+# A fourth set, written by a helper that read nothing in the repository (told only which phrases and voices the
+# other sets use), before speech over a held reply was heard from the linear filter and multi-word
+# backchannels were taken whole: `--said held-out-4`
+HELD_OUT_4_VOICES = [
+    ("en-gb+m2", 165), ("en-029+f2", 155), ("en-us-nyc+m1", 180), ("en-gb-scotland+m3", 160),
+    ("en-gb-x-gbclan+f4", 175),
+]  # fmt: skip
+HELD_OUT_4_BACKCHANNELS = [
+    "Wow!", "Gotcha.", "Oh really?", "cough", "Makes sense.", "No way!", "True.", "Interesting, go on.",
+    "Huh, I didn't know that.", "cough",
+]  # fmt: skip
+HELD_OUT_4_BARGE_INS = [
+    "Hold up!", "Shush.", "No, I meant Tuesday.", "Let me stop you there.", "Can you start over?",
+    "Switch to Spanish, please.", "Call my mom instead.", "That's the wrong city.", "How far is the airport?",
+    "Set a timer for ten minutes.",
+]  # fmt: skip
 LONG = "What can you do?"  # about nine seconds of reply
 PHASES = ("echoed", "backchannels", "barge-ins")
 
@@ -107,6 +123,7 @@ class Said:
 SAID = {"tuned": Said(BACKCHANNELS, BARGE_INS, VOICES)}
 SAID["held-out"] = Said(HELD_OUT_BACKCHANNELS, HELD_OUT_BARGE_INS, HELD_OUT_VOICES)
 SAID["held-out-3"] = Said(HELD_OUT_3_BACKCHANNELS, HELD_OUT_3_BARGE_INS, HELD_OUT_3_VOICES)
+SAID["held-out-4"] = Said(HELD_OUT_4_BACKCHANNELS, HELD_OUT_4_BARGE_INS, HELD_OUT_4_VOICES)
 
 
 def speech(text: str, i: int, voices: list[tuple[str, int]] = VOICES) -> np.ndarray:

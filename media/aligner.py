@@ -63,6 +63,9 @@ class AlignedChunk:
     video: VideoSample | None = None
     echo: bool = False  # the audio is the agent's own voice coming back, as the echo canceller left it: no one spoke
     voice: bool = False  # the echo canceller heard a voice over the agent's: someone spoke, whatever VAD makes of it
+    # The same tick as speex's linear echo filter left it, where AEC3 cancelled (media/echo_cancel.py): the voice
+    # whole in the echo's tail; what speech over a held reply is recognised from (media/turn_taking.py)
+    heard: np.ndarray | None = None
 
 
 @dataclass(slots=True)

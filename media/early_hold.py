@@ -52,6 +52,7 @@ class Listening:
         self.detector: Detector | None = None  # set once made (off the event loop): until then, ticks only
         self._tick = -1  # the tick whose parts were listened to
         self._parts: list[np.ndarray] = []  # ... its audio so far, as cleaned
+        self._heard: list[np.ndarray | None] = []  # ... and as the linear filter left it (`EchoCanceller.heard`)
         self._taken = 0  # ... samples of it
         self._watching = False  # the detector has been hearing this reply's ticks in parts
 
@@ -62,7 +63,7 @@ class Listening:
             self._watching = False
             return
         if tick != self._tick:
-            self._tick, self._parts, self._taken = tick, [], 0
+            self._tick, self._parts, self._heard, self._taken = tick, [], [], 0
         whole = so_far.size // FRAME * FRAME
         if self.echo is not None:  # no further than what was played has reached the canceller
             whole = min(whole, self._taken + self.echo.reference_frames * FRAME)
@@ -76,6 +77,7 @@ class Listening:
         if self.echo is not None:
             part = self.echo.clean(part, tick_end=False)
             self._parts.append(part)
+            self._heard.append(self.echo.heard)
         if not self._watching:
             self._watching = True
             self.detector.reset()  # what it heard before this reply says nothing about a voice over it
@@ -86,11 +88,17 @@ class Listening:
             floor.hold_early(tick)
 
     def tick(self, chunk: AlignedChunk, talking: bool) -> AlignedChunk:
-        """A whole tick: the agent's voice out of it (its parts already cleaned, the rest now), and marked."""
-        parts, taken = (self._parts, self._taken) if chunk.tick == self._tick else ([], 0)
-        self._tick, self._parts, self._taken = -1, [], 0
+        """A whole tick: the agent's voice out of it (its parts already cleaned, the rest now), marked, and as the
+        linear filter left it where AEC3 cancelled any of it (`AlignedChunk.heard`)."""
+        mine = chunk.tick == self._tick
+        parts, heard, taken = (self._parts, self._heard, self._taken) if mine else ([], [], 0)
+        self._tick, self._parts, self._heard, self._taken = -1, [], [], 0
         if self.echo is None:
             return chunk
-        rest = self.echo.clean(chunk.audio[taken:], talking)
-        audio = np.concatenate([*parts, rest]) if parts else rest
-        return replace(chunk, audio=audio, echo=self.echo.echo_only, voice=self.echo.voice_over_echo)
+        parts = [*parts, self.echo.clean(chunk.audio[taken:], talking)]
+        heard = [*heard, self.echo.heard]
+        audio = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        linear = None
+        if any(h is not None for h in heard):
+            linear = np.concatenate([a if h is None else h for a, h in zip(parts, heard, strict=True)])
+        return replace(chunk, audio=audio, echo=self.echo.echo_only, voice=self.echo.voice_over_echo, heard=linear)

@@ -170,35 +170,47 @@ class Utterance:
     """The audio of the user's turn as the endpointer saw it: a few ticks from before speech was confirmed
     (word onsets), every tick while in speech, and, cut out for the models, all of it less the silence after
     the last voiced tick beyond a short tail. The same cut at a pause and at the end of the turn, so work
-    started at the pause is work on the turn itself."""
+    started at the pause is work on the turn itself. Each tick is kept as the engine got it and, where the echo
+    canceller gave one, as its linear filter left it (`AlignedChunk.heard`): what speech over a reply is heard
+    from."""
 
     def __init__(self, pre_roll_ticks: int = 3, tail_ticks: int = 3) -> None:
         self.tail_ticks = tail_ticks
-        self.chunks: list[np.ndarray] = []
-        self._pre: deque[np.ndarray] = deque(maxlen=pre_roll_ticks)
+        self._ticks: list[tuple[np.ndarray, np.ndarray | None]] = []
+        self._pre: deque[tuple[np.ndarray, np.ndarray | None]] = deque(maxlen=pre_roll_ticks)
 
     def __len__(self) -> int:
-        return len(self.chunks)
+        return len(self._ticks)
 
-    def add(self, audio: np.ndarray, event: EndpointEvent | None, in_speech: bool) -> None:
+    def spoken(self, heard: bool = False) -> list[np.ndarray]:
+        """Every tick kept, pre-roll included; `heard`: as the linear filter left it, where it did."""
+        return [h if heard and h is not None else a for a, h in self._ticks]
+
+    def add(
+        self, audio: np.ndarray, event: EndpointEvent | None, in_speech: bool, heard: np.ndarray | None = None
+    ) -> None:
+        tick = (audio, heard)
         if event is EndpointEvent.START:
-            self.chunks = [*self._pre, audio]
+            self._ticks = [*self._pre, tick]
         elif in_speech or event is EndpointEvent.END:
-            self.chunks.append(audio)
-        self._pre.append(audio)
+            self._ticks.append(tick)
+        self._pre.append(tick)
 
-    def audio(self, tick: int, last_voiced_tick: int | None) -> np.ndarray:
-        keep = len(self.chunks)
+    def audio(self, tick: int, last_voiced_tick: int | None, heard: bool = False) -> np.ndarray:
+        """The cut; `heard`: each tick as the linear filter left it, where it did."""
+        keep = len(self._ticks)
         if last_voiced_tick is not None:
             keep = max(1, keep - max(0, tick - last_voiced_tick - self.tail_ticks))
-        return np.concatenate(self.chunks[:keep]) if self.chunks else np.zeros(0, np.float32)
+        if not self._ticks:
+            return np.zeros(0, np.float32)
+        return np.concatenate(self.spoken(heard)[:keep])
 
     def clear(self) -> None:
-        self.chunks = []
+        self._ticks = []
 
     def prepend(self, audio: np.ndarray, gap_ticks: int = 2) -> None:
         """Start this utterance with `audio` (an earlier turn it goes on with), `gap_ticks` of silence between."""
-        self.chunks[:0] = [audio, np.zeros(gap_ticks * INPUT_SAMPLES_PER_TICK, np.float32)]
+        self._ticks[:0] = [(audio, None), (np.zeros(gap_ticks * INPUT_SAMPLES_PER_TICK, np.float32), None)]
 
 
 CAMERA_OFF_TICKS = 40  # no camera frame for this long (3.2 s): the camera is off

@@ -5,8 +5,8 @@ AEC3 (`echo_cancel.py`) follows its linear filter with a suppressor that takes a
 tail for echo: a short utterance right after the reply is held loses its first few hundred milliseconds, and
 the recogniser hears whatever fits what is left ("Got it." as "Partly firm."). The linear filter alone cancels
 less echo (9 dB against AEC3's 24 in `benchmarks/linear_echo.py`'s room) but leaves the voice whole: from
-its output held speech was heard with under half the word errors (0.39 against AEC3's 0.84-0.98). Not in a
-session's path yet: an experiment's instrument (`benchmarks/linear_echo.py`).
+its output held speech was heard with under half the word errors (0.39 against AEC3's 0.84-0.98). The echo
+canceller runs it beside AEC3 (`echo_cancel.py`, `heard`): speech over a held reply is recognised from it.
 
 speex is reached through ctypes: the Python bindings on PyPI are unkept (speexdsp, 2018) or carry no licence
 (pyaec), and the library itself is a Debian package (`scripts/setup.sh --test` installs it).

@@ -21,6 +21,11 @@ the words to come) resumes the reply where it paused, and leaves no turn.
 An engine that hears words says so with `heard()`, weighed where it was unsure
 of them (the likelier of a backchannel or a stop saying decides); without
 words, speech shorter than `confirm_without_words_ms` resumes.
+
+A turn that began over a reply is heard (`audio()`, `spoken()`) as the echo
+canceller's linear filter left it, where it gave one (`AlignedChunk.heard`):
+AEC3's suppressor takes a voice's onset in the echo's tail for echo, and a
+short utterance is then heard as whatever fits what is left of it.
 """
 
 from __future__ import annotations
@@ -69,6 +74,13 @@ class InterruptionConfig:
     backchannel_sayings: tuple[str, ...] = BACKCHANNEL_SAYINGS
     stop_sayings: tuple[str, ...] = STOP_SAYINGS
     sayings_within: float = 2.5
+    # Words beyond backchannels judged by what they mean, not how many they are: an engine that can tells
+    # `heard()` how likely they are to be meant (a classifier of barge-ins and backchannels, trained on
+    # examples: agent/profiles/interruption_words.py); this likely or more, they cancel once all was heard,
+    # otherwise the reply goes on ("Huh, I didn't know that." does not stop it, "Louder, please." does).
+    # Without it: by count
+    meant_from: float = 0.5
+    words_model: bool = True
     # Speech that cancels a reply this soon after the user's last turn ended goes on with that turn: its audio
     # leads the new turn's ("Repeat after me: ..." ended at the colon; the words after it cut the reply)
     continuation_ms: int = 1500
@@ -146,6 +158,7 @@ class TurnTaking:
         self._end_next = False  # ... and the engine, given the START, gets it on the next tick
         self._tentative = False  # held at a voiced tick over the reply, before a START
         self._previous: tuple[np.ndarray, int] | None = None  # the last ended turn's audio and its end tick
+        self._over_reply = False  # the turn began over the agent's reply: heard from the linear filter
 
     @property
     def held(self) -> bool:
@@ -173,7 +186,7 @@ class TurnTaking:
         ep = self.endpointer
         voiced_before = ep.last_voiced_tick
         event = ep.update(chunk.tick, chunk.audio, chunk.echo, chunk.voice)
-        self.utterance.add(chunk.audio, event, ep.in_speech)
+        self.utterance.add(chunk.audio, event, ep.in_speech, chunk.heard)
         if self._end_next:
             self._end_next = False
             return TurnStep(EndpointEvent.END)
@@ -195,6 +208,7 @@ class TurnTaking:
             return TurnStep(None)
         if event is EndpointEvent.START and self.barge_in and (self._tentative or replying()):
             self._tentative = False
+            self._over_reply = True
             if not self.judging.judge:
                 self.floor.cut = True
                 self._continue(chunk.tick)
@@ -213,13 +227,18 @@ class TurnTaking:
         """What an engine weighs the held speech's words against (`heard`'s `gaps`), in this order."""
         return self.judging.backchannel_sayings + self.judging.stop_sayings
 
-    def unsure(self, text: str) -> bool:
-        """Whether these words over the reply are worth weighing against the sayings: more than backchannels."""
-        return bool(self._words_in(text))
+    def unsure(self, text: str, meant: float | None = None) -> bool:
+        """Whether these words over the reply are worth weighing against the sayings: more than backchannels, and
+        with `meant` (see `heard`), no more than a saying's one or two words: three or more are read for what
+        they say (a long text is less likely than a short one: "Oh, I did not know that." came within reach of
+        "No.")."""
+        words = self._words_in(text)
+        return bool(words) and (meant is None or len(words) < 3)
 
-    def heard(self, text: str, upto_tick: int, gaps: Sequence[float] | None = None) -> None:
+    def heard(self, text: str, upto_tick: int, gaps: Sequence[float] | None = None, meant: float | None = None) -> None:
         """What the held speech said, as heard from its start to `upto_tick`; `gaps`: how much less likely each
-        of `sayings` was than `text`, from the same audio (the recogniser's `weigh`).
+        of `sayings` was than `text`, from the same audio (the recogniser's `weigh`); `meant`: how likely the
+        words are to be meant as an interruption, by what they say (see `InterruptionConfig.meant_from`).
 
         Where a saying is nearly as likely as the words heard, the recogniser was unsure of them (a hum over
         the agent's echo heard as "And he came", "Stop" as "Daven", "Who are you" as "None"): the likelier
@@ -227,8 +246,8 @@ class TurnTaking:
         keeps them out, and a user's question often repeats the reply's words ("how many people ...")."""
         if self._held_at is None:
             return
-        as_heard = self._meaning(text)
-        meaning = self._weighed(as_heard, gaps)
+        as_heard = self._meaning(text, meant)
+        meaning = self._weighed(as_heard, gaps if self.unsure(text, meant) else None)
         if gaps:
             self.floor.weighed += 1
             self.floor.weighed_backchannel += as_heard != NOTHING and meaning == NOTHING
@@ -236,10 +255,10 @@ class TurnTaking:
         if meaning == REQUEST or self._words is None or upto_tick >= self._words[1]:
             self._words = (meaning, upto_tick)
 
-    def meaning(self, text: str, gaps: Sequence[float] | None = None) -> int:
+    def meaning(self, text: str, gaps: Sequence[float] | None = None, meant: float | None = None) -> int:
         """What words over the reply mean: NOTHING (resume), STOP (cancel once all was heard) or REQUEST (cancel
-        at once); with `gaps` (see `heard`), as weighed against the sayings."""
-        return self._weighed(self._meaning(text), gaps)
+        at once); with `gaps` and `meant` (see `heard`), as weighed against the sayings and as meant."""
+        return self._weighed(self._meaning(text, meant), gaps)
 
     def _weighed(self, meaning: int, gaps: Sequence[float] | None) -> int:
         if gaps:
@@ -249,12 +268,16 @@ class TurnTaking:
                 return max(meaning, STOP) if stop < backchannel else NOTHING
         return meaning
 
-    def _meaning(self, text: str) -> int:
+    def _meaning(self, text: str, meant: float | None = None) -> int:
         # Letters alone are how a hum is misheard ("M. A. K. M."); one or two other words are as likely a misheard
         # backchannel ("Mm hmm" as "Amend them") or a residue of the agent's voice as a request, which says more
         # (three words) while the reply is held and cancels it at once. A word that stops a speaker ("stop", "wait")
         # cancels it once the whole of what was said has been heard (a partial pass mishears the start of "okay").
+        # With `meant`, what the words say decides, once all of them were heard: the start of a reaction may read
+        # as a request ("Oh, I did" of "Oh, I did not know that.").
         words = self._words_in(text)
+        if meant is not None and words:
+            return NOTHING if meant < self.judging.meant_from else STOP
         return REQUEST if len(words) >= 3 else STOP if any(w in STOP_WORDS for w in words) else NOTHING
 
     def _words_in(self, text: str) -> list[str]:
@@ -305,6 +328,7 @@ class TurnTaking:
 
     def _resume(self) -> TurnStep:
         self._held_at = None
+        self._over_reply = False
         self.floor.held = False
         self.floor.resumed += 1
         self.endpointer.abandon()
@@ -317,7 +341,15 @@ class TurnTaking:
 
     def audio(self) -> np.ndarray:
         """The turn so far, less the silence after its last voiced tick (the same cut at a pause and at the end)."""
-        return self.utterance.audio(self.tick, self.endpointer.last_voiced_tick)
+        return self.utterance.audio(self.tick, self.endpointer.last_voiced_tick, heard=self._over_reply)
+
+    def spoken(self) -> list[np.ndarray]:
+        """The turn's ticks so far as the models should hear them, pre-roll included (see `audio`)."""
+        return self.utterance.spoken(heard=self._over_reply)
+
+    def tick_audio(self, chunk: AlignedChunk) -> np.ndarray:
+        """This tick as the models should hear it: for an engine that streams the turn on (a Realtime server)."""
+        return chunk.heard if self._over_reply and chunk.heard is not None else chunk.audio
 
     def images(self) -> list[np.ndarray]:
         """The camera's frames of the last few seconds, oldest first; none when it is off."""
@@ -327,5 +359,6 @@ class TurnTaking:
         """Take the ended turn's audio; the next turn records afresh."""
         turn = EndedTurn(self.audio(), self.endpointer.last_voiced_tick, self.tick)
         self.utterance.clear()
+        self._over_reply = False
         self._previous = (turn.audio, self.tick)
         return turn

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates .venv and installs omni-agent into it, and (as root, where missing)
 # the Debian packages the translation profile uses: apertium with its
-# English-Spanish/Catalan/Galician data and espeak-ng. `--test` adds what the
+# English-Spanish/Catalan/Galician data and espeak-ng, and libspeexdsp1 (the
+# linear echo filter speech over a held reply is heard from). `--test` adds what the
 # test suite needs: the Python test tools, chromium, sox, iproute2 and coturn.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +22,8 @@ command -v apertium >/dev/null || missing+=(apertium)
 [[ -f /usr/share/apertium/modes/eng-spa.mode ]] || missing+=(apertium-eng-spa)
 [[ -f /usr/share/apertium/modes/eng-cat.mode ]] || missing+=(apertium-eng-cat)
 [[ -f /usr/share/apertium/modes/en-gl.mode ]] || missing+=(apertium-en-gl)
+# speex's linear echo filter (media/linear_echo.py): speech over a held reply is heard from it
+ldconfig -p 2>/dev/null | grep -q libspeexdsp.so.1 || missing+=(libspeexdsp1)
 if [[ $want_test == 1 ]]; then
   command -v chromium >/dev/null || missing+=(chromium chromium-driver)
   command -v sox >/dev/null || missing+=(sox)
@@ -28,7 +31,6 @@ if [[ $want_test == 1 ]]; then
   command -v unshare >/dev/null || missing+=(util-linux)
   command -v turnserver >/dev/null || missing+=(coturn)  # the TURN relay tests' server
   command -v curl >/dev/null || missing+=(curl)  # docs/production.md's checks, run as written
-  ldconfig -p 2>/dev/null | grep -q libspeexdsp.so.1 || missing+=(libspeexdsp1)  # speex's echo filter (media/linear_echo.py)
 fi
 if (( ${#missing[@]} )); then
   if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
@@ -40,7 +42,8 @@ if (( ${#missing[@]} )); then
     echo "setup: the tests need these Debian packages (install them as root): ${missing[*]}" >&2
     exit 1
   else
-    echo "setup: note: without ${missing[*]} the translate profile is unavailable (the rest works)" >&2
+    echo "setup: note: without ${missing[*]} the translate profile is unavailable, and speech over a held reply is" \
+      "heard from AEC3 alone (libspeexdsp1); the rest works" >&2
   fi
 fi
 

@@ -349,10 +349,10 @@ class RealtimeClientSession:
         if step.barge_in:
             self.interrupt()
         if step.event is EndpointEvent.START:
-            for audio in turns.utterance.chunks:  # the pre-roll too: word onsets
+            for audio in turns.spoken():  # the pre-roll too: word onsets
                 self._append(audio)
         elif turns.in_speech or step.event is EndpointEvent.END:
-            self._append(chunk.audio)
+            self._append(turns.tick_audio(chunk))
         if step.event is EndpointEvent.PAUSE and d.commit_final and not self._generating:
             self._queue(rt.commit(final=False))  # start the reply over the stream, as our speculation does
             self._generating = True

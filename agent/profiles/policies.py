@@ -7,14 +7,17 @@ from typing import Any
 from agent.profiles import get_profile
 from agent.profiles.dialog import DefaultAssistant, DialogPolicy
 from agent.profiles.in_car import InCarAssistant
+from agent.profiles.interruption_words import interruption_model
 from agent.profiles.translate import Interpreter, TranslationUnavailable
 from agent.profiles.understanding import IntentModel
 
 
 def load_intent_models() -> None:
-    """Build the assistants' intent models now (0.5-1 s), at start, not in a user's first session."""
+    """Build the assistants' intent models and the interruptions' now (0.5-1 s), at start, not in a user's first
+    session."""
     for profile in ("default", "car"):
         IntentModel.for_profile(profile)
+    interruption_model()
 
 
 def make_policy(profile: str, options: dict[str, Any] | None = None) -> DialogPolicy:

@@ -141,6 +141,10 @@ class IntentModel:
         """Per intent (in `intents` order), before any cue."""
         return self._classifier.predict_log_proba(self._features([normalise(text)]))[0]
 
+    def probabilities(self, text: str) -> np.ndarray:
+        """Per intent (in `intents` order), before any cue."""
+        return np.exp(self.log_probabilities(text))
+
     def guess(self, text: str, cued: Iterable[str] = ()) -> Guess:
         """`cued`: intents whose own words the request has ("degrees", "camera"): each is `cue` more likely."""
         if not normalise(text):  # nothing of it a word ("???", another script): WordLlama gives no vector

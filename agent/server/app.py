@@ -34,6 +34,7 @@ from agent.transport.realtime import RealtimeConnection
 from agent.transport.signalling import SignallingConnection
 from agent.wire.messages import Error, Metrics
 from media.echo_cancel import load_audio_processing
+from media.linear_echo import LinearEcho, SpeexUnavailable
 from media.rtc.video_decoding import shared_process
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,11 @@ class AgentServer:
                 load_audio_processing()
             except Exception as exc:  # each session then says so and goes on without it
                 log.error("the echo canceller's library did not load: %r", exc)
+            if self.config.media.linear_heard:
+                try:
+                    LinearEcho().close()
+                except SpeexUnavailable as exc:  # counted per session too (omni_echo_events{event="linear_failures"})
+                    log.warning("speech over a held reply is heard from AEC3 alone: %s", exc)
         shared_process().start()  # the camera decoders' process, before the first session needs it
         if any(url.startswith(TURN_SCHEMES) for url in self.config.ice.servers):
             self._turn_check = asyncio.create_task(self._check_turn(), name="turn-check")

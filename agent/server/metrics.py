@@ -170,9 +170,10 @@ def _echo_families(live: list[SessionPump], totals: dict[str, float]) -> Iterabl
         "voiced_ticks",
         "reference_frames",
         "reference_padded",
+        "linear_frames",
     ):
         family.add_metric([k], totals.get(f"echo_{k}", 0))
-    for k in ("reference_dropped", "failures"):
+    for k in ("reference_dropped", "failures", "linear_failures"):
         family.add_metric([k], totals.get(f"echo_{k}", 0))
     yield family
     yield CounterMetricFamily(

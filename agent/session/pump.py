@@ -113,7 +113,8 @@ class SessionPump:
         self.echo: EchoCanceller | None = None
         if self.echo_mode != "off" and not getattr(engine, "repeats_input", False):
             onset = DoubleTalkConfig() if cfg.echo_onset else None
-            self.echo = EchoCanceller(EchoConfig(double_talk=onset), played_rate=self.framer.rate)
+            echo = EchoConfig(double_talk=onset, linear_heard=cfg.linear_heard)
+            self.echo = EchoCanceller(echo, played_rate=self.framer.rate)
             self.framer.listener = self.echo.played
         self.turns = TurnTracker()
         # Speech over the reply holds it while it is judged (media/turn_taking.py): the framer plays silence
@@ -272,6 +273,8 @@ class SessionPump:
                 echo_bypassed_frames=e.bypassed_frames,
                 echo_unvoiced_ticks=e.unvoiced_ticks,
                 echo_voiced_ticks=e.voiced_ticks,
+                echo_linear_frames=e.linear_frames,
+                echo_linear_failures=e.linear_failures,
                 echo_seconds=e.seconds,
             )
         out["echo_failures"] = int(self.echo_failed)

@@ -87,13 +87,14 @@ def feed_pattern(
     start: int = 0,
     heard: dict[int, str] | None = None,
     gaps: list[float] | None = None,
+    meant: dict[str, float] | None = None,
 ):
     """Like run(), with the engine's words: at tick i, `heard[i]` is what the held speech said so far (each of the
-    sayings `gaps` less likely)."""
+    sayings `gaps` less likely; `meant[text]` how likely it means to interrupt)."""
     got = {}
     for i, c in enumerate(pattern, start):
         if heard and i in heard:
-            turns.heard(heard[i], turns.endpointer.last_voiced_tick or i, gaps)
+            turns.heard(heard[i], turns.endpointer.last_voiced_tick or i, gaps, (meant or {}).get(heard[i]))
         step = turns.feed(chunk(i, LOUD if c == "x" else QUIET), lambda: True)
         for flag in ("hold", "resumed", "barge_in"):
             if getattr(step, flag):
@@ -189,6 +190,59 @@ def test_a_misheard_backchannel_resumes_and_a_request_of_three_words_cancels():
     turns = words_turns()
     got = feed_pattern(turns, "...xxxxxx.......", heard={8: "Open the window"})
     assert got[-8] == "barge_in" and got[8] is EndpointEvent.START
+
+
+def test_words_are_judged_by_what_they_mean_where_the_engine_says_so_not_by_how_many():
+    """With `meant` (the interruption classifier's probability), a reaction of many words resumes and a short
+    request cancels, where counting words gets both wrong; backchannel words alone still need no verdict."""
+
+    def judged(text: str, meant: float | None) -> str:
+        got = feed_pattern(words_turns(), "...xxx.........", heard={7: text}, meant={text: meant})
+        return "resumed" if "resumed" in got.values() else "barge_in" if "barge_in" in got.values() else str(got)
+
+    assert judged("Huh, I didn't know that.", None) == "barge_in"  # three words: a request, by count
+    assert judged("Huh, I didn't know that.", 0.1) == "resumed"
+    assert judged("Louder, please.", None) == "resumed"  # two words, no stop word
+    assert judged("Louder, please.", 0.9) == "barge_in"
+    assert judged("No way!", None) == "barge_in"  # "no" stops, by the word
+    assert judged("No way!", 0.2) == "resumed"
+    assert judged("Mm, okay.", 0.99) == "resumed"  # backchannel words alone: nothing to judge
+    # words meant cancel once all of them were heard, however many: the start of a reaction may read as a request
+    turns = words_turns()
+    said = {5: "Louder", 8: "Louder, please."}
+    got = feed_pattern(turns, "...xxxx.......", heard=said, meant=dict.fromkeys(said.values(), 0.9))
+    assert -5 not in got and got[-10] == "barge_in", got
+    turns = words_turns()
+    said = {5: "Oh, I did", 9: "Oh, I did not know that."}
+    got = feed_pattern(turns, "...xxxxx.........", heard=said, meant={said[5]: 0.8, said[9]: 0.1})
+    assert got == {-4: "hold", -11: "resumed"}, got
+
+
+def test_a_turn_begun_over_the_reply_is_heard_as_the_linear_filter_left_it():
+    """`AlignedChunk.heard` (speex's linear filter, where AEC3 cancelled): speech over a reply is recognised
+    from it, pre-roll included; any other turn from the tick's audio as the engine got it."""
+    heard = np.full(INPUT_SAMPLES_PER_TICK, 0.7, np.float32)
+
+    def feed(turns: TurnTaking, pattern: str, replying: bool, start: int = 0) -> None:
+        for i, c in enumerate(pattern, start):
+            turns.feed(AlignedChunk(i, LOUD if c == "x" else QUIET, heard=heard), lambda: replying)
+
+    over = words_turns()
+    feed(over, "..xxx", replying=True)
+    assert over.held and np.all(over.audio() == 0.7) and len(over.spoken()) == 5  # the pre-roll too
+    assert over.tick_audio(AlignedChunk(5, LOUD, heard=heard)) is heard
+    over.heard("What time is it?", 4)
+    feed(over, "xx", replying=True, start=5)  # cancelled: the turn it starts goes on being heard so
+    assert not over.held and np.all(over.audio() == 0.7)
+    over.end()
+    assert over.tick_audio(AlignedChunk(9, LOUD, heard=heard)) is not heard  # the next turn afresh
+    plain = words_turns()
+    feed(plain, "..xxx", replying=False)
+    assert plain.in_speech and np.all(plain.audio()[-INPUT_SAMPLES_PER_TICK:] == 0.3)
+    resumed = words_turns()  # a backchannel over the reply: resumed, and the next turn is heard plainly
+    feed_pattern(resumed, "...xxx.....", heard={7: "Mhm."})
+    feed(resumed, "..xxx", replying=False, start=11)
+    assert np.all(resumed.audio()[-INPUT_SAMPLES_PER_TICK:] == 0.3)
 
 
 def test_the_agents_voice_coming_back_is_not_speech_over_the_reply():

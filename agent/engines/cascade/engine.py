@@ -46,6 +46,7 @@ from agent.engines.cascade.vision import FaceWatch
 from agent.engines.outbox import Outbox
 from agent.profiles import Profile
 from agent.profiles.dialog import DefaultAssistant, DialogContext, DialogPolicy, Reply, Seen
+from agent.profiles.interruption_words import barge_in_probability
 from agent.profiles.policies import load_intent_models, make_policy
 from agent.profiles.prompts import language
 from agent.profiles.translate import voice
@@ -377,12 +378,14 @@ class CascadeSession:
             self._held_pass = self._spawn(self._hear_held_words(_nonempty(self.turns.audio()), upto))
 
     async def _hear_held_words(self, audio: np.ndarray, upto: int) -> None:
-        recognizer = self.models.recognizer
+        recognizer, judging = self.models.recognizer, self.turns.judging
         heard = await self.engine.run(recognizer.hear, audio, (), True)
-        gaps = None
-        if self.turns.unsure(heard.text):  # more than backchannels: how sure of them is the recogniser?
-            gaps = await self.engine.run(recognizer.weigh, heard, self.turns.sayings, self.turns.judging.sayings_within)
-        self.turns.heard(heard.text, upto, gaps)
+        gaps = meant = None
+        if judging.words_model and self.turns.unsure(heard.text):  # more than backchannels: do they mean it?
+            meant = await self.engine.run(barge_in_probability, heard.text)
+        if self.turns.unsure(heard.text, meant):  # ... and how sure of them is the recogniser?
+            gaps = await self.engine.run(recognizer.weigh, heard, self.turns.sayings, judging.sayings_within)
+        self.turns.heard(heard.text, upto, gaps, meant)
 
     def _maybe_pass(self, tick: int) -> None:
         busy = self._pass is not None and not self._pass.done()

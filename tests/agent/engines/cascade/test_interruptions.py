@@ -145,3 +145,32 @@ async def test_a_backchannel_and_a_cough_leave_the_reply_going_and_stop_cancels_
     assert metrics[("omni_early_hold_cpu_seconds_total", ())] > 0
     # words more than backchannels ("stop", and "Mm hmm" as "Amen, then") were weighed against the sayings
     assert sum(v for (name, _), v in metrics.items() if name == "omni_held_words_weighed_total") >= 1
+
+
+async def test_words_over_the_reply_are_judged_by_what_they_mean(tmp_path):
+    """Fails with `interruptions.words_model: false` (words judged by their count): the reaction of five words
+    cuts the reply and the request of two resumes it. The client cancels its own echo, so what is judged is
+    only what the user said (agent/profiles/interruption_words.py reads it)."""
+    async with running(make_config("cascade")) as server:
+        client = AgentClient(ws_url(server))
+        client.echo_cancelled = True
+        await client.connect()
+        await media_flowing(client)
+        start = len(client.messages)
+        client.mic.play(spoken(QUESTION, tmp_path))
+        await reply_under_way(client, server, start, 1.5)
+        pump = next(iter(server.sessions.values())).pump
+        client.mic.play(spoken("Oh, I did not know that.", tmp_path))
+        await reply_under_way(client, server, start, 2.5)  # it goes on (cut, it would not)
+        first = await client.wait_for(lambda m: m["type"] == "metrics", 40, start)
+        again = len(client.messages)
+        client.mic.play(spoken(QUESTION, tmp_path))
+        await reply_under_way(client, server, again, 1.5)
+        client.mic.play(spoken("Louder, please.", tmp_path))
+        cut = await client.wait_for(lambda m: m["type"] == "metrics", 20, again)
+        await client.wait_for(lambda m: m["type"] == "metrics" and m["turn"] > cut["turn"], 20, again)
+        await client.close()
+    print(f"first reply {first}; cut {cut}; floor {pump.floor}; said {user_turns(client, start)}")
+    assert first["interrupted"] is False and first["interruptions_resumed"] >= 1, "a reaction cut the reply"
+    assert cut["interrupted"] is True, "a request of two words did not stop the reply"
+    assert user_turns(client, again)[-1].lower().startswith("louder")

@@ -1,0 +1,43 @@
+"""Whether words said over the agent's reply mean to interrupt it, by what they say rather than how many they are.
+
+Counting words misjudges both ways: "Huh, I didn't know that." (a reaction, five words) stopped a reply and
+"Louder, please." (two) did not. A classifier of the kind the assistants understand requests with
+(`understanding.IntentModel`: words, letters in fours and the WordLlama sentence vector, all inside packages)
+is trained on examples of both (`exemplars/interruptions.tsv`: reactions, acknowledgements and comments against
+stops, corrections, questions and requests, written apart from every benchmark's phrases) and says how likely
+the words are to be a barge-in. `media/turn_taking.py` decides with it (`InterruptionConfig.meant_from`).
+"""
+
+from __future__ import annotations
+
+import threading
+from importlib import resources
+
+from agent.profiles.understanding import IntentModel, _read_pairs, normalise
+
+BARGE_IN, BACKCHANNEL = "barge_in", "backchannel"
+_lock = threading.Lock()
+_model: IntentModel | None = None
+
+
+def read_examples() -> list[tuple[str, str]]:
+    text = resources.files("agent.profiles").joinpath("exemplars", "interruptions.tsv").read_text("utf-8")
+    return _read_pairs(text)
+
+
+def interruption_model() -> IntentModel:
+    """Built once per process (under a second, once WordLlama is loaded), read-only afterwards."""
+    global _model
+    with _lock:
+        if _model is None:
+            _model = IntentModel(read_examples())
+        return _model
+
+
+def barge_in_probability(text: str) -> float | None:
+    """How likely `text`, heard over the reply, is meant to interrupt it; None where it has no word to judge."""
+    if not normalise(text):
+        return None
+    model = interruption_model()
+    p = model.probabilities(text)
+    return float(p[model.intents.index(BARGE_IN)])

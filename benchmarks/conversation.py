@@ -107,6 +107,23 @@ HELD_OUT_4_BARGE_INS = [
     "Switch to Spanish, please.", "Call my mom instead.", "That's the wrong city.", "How far is the airport?",
     "Set a timer for ten minutes.",
 ]  # fmt: skip
+# A fifth, written the same way after the final rule was built (the verdict once all was heard, no weighing of
+# three words or more) and before it was measured; four phrases the classifier's examples had ("Totally.",
+# "Seriously?", "Good to know.", "Forget it.") replaced by a third helper's: `--said held-out-5`
+HELD_OUT_5_VOICES = [
+    ("en-gb-x-rp+f2", 160), ("en-029+m1", 170), ("en-us-nyc+f5", 175), ("en-gb-scotland+m5", 155),
+    ("en-gb-x-gbcwmd+m2", 180),
+]  # fmt: skip
+HELD_OUT_5_BACKCHANNELS = [
+    "Huh, I never would've guessed.", "Oh, that tracks, honestly.", "Well, isn't that something.", "cough",
+    "That's pretty neat.", "Ha, that's hilarious!",
+    "Haha, classic!", "Keep going, I'm listening.", "That sounds really good to me.", "cough",
+]  # fmt: skip
+HELD_OUT_5_BARGE_INS = [
+    "Silence!", "No, I said Boston, not Austin.", "How do I get to the pharmacy?", "Play some jazz instead.",
+    "Can you talk a bit faster?", "Go back to the first step.", "Just tell me the price.", "Okay, let me cut in.",
+    "Remind me to buy milk tomorrow.", "Quick question, is it open today?",
+]  # fmt: skip
 LONG = "What can you do?"  # about nine seconds of reply
 PHASES = ("echoed", "backchannels", "barge-ins")
 
@@ -124,6 +141,7 @@ SAID = {"tuned": Said(BACKCHANNELS, BARGE_INS, VOICES)}
 SAID["held-out"] = Said(HELD_OUT_BACKCHANNELS, HELD_OUT_BARGE_INS, HELD_OUT_VOICES)
 SAID["held-out-3"] = Said(HELD_OUT_3_BACKCHANNELS, HELD_OUT_3_BARGE_INS, HELD_OUT_3_VOICES)
 SAID["held-out-4"] = Said(HELD_OUT_4_BACKCHANNELS, HELD_OUT_4_BARGE_INS, HELD_OUT_4_VOICES)
+SAID["held-out-5"] = Said(HELD_OUT_5_BACKCHANNELS, HELD_OUT_5_BARGE_INS, HELD_OUT_5_VOICES)
 
 
 def speech(text: str, i: int, voices: list[tuple[str, int]] = VOICES) -> np.ndarray:

@@ -35,8 +35,9 @@ Speech over a held reply. AEC3's suppressor takes a voice that starts in the ech
 utterance right after the reply is held loses its first few hundred milliseconds, and the recogniser hears
 whatever fits what is left ("Got it." as "Partly firm."). So wherever AEC3 cancels, speex's linear filter alone
 (`media/linear_echo.py`, 20 ms frames) runs beside it on the same reference, and each tick also carries what it
-left (`heard`): less echo taken out (9 dB against 24), the voice whole. Speech over a reply is recognised from
-it (`media/turn_taking.py`); everything else (VAD, the echo marks, every other turn) hears AEC3's output.
+left (`heard`): less echo taken out (9 dB against 24), the voice whole; only once it has adapted (it takes
+seconds of the agent's speech). Speech over a reply is recognised from it (`media/turn_taking.py`); everything
+else (VAD, the echo marks, every other turn) hears AEC3's output.
 
 Cost. The canceller runs only while something played in the last `tail_s`
 (and an echo may be there), and not once the microphone has been silent for
@@ -133,6 +134,10 @@ class EchoConfig:
     linear_heard: bool = True
     linear_frame_ms: int = 20  # 10 ms costs twice the CPU (1 % of a core against 0.56 %) for the same filter
     linear_taps: int = 8192  # 512 ms of echo path: a room's delay and its reverberation
+    # ... used only once it cancels this much of the echo while the agent speaks (its energy over the last second
+    # or so): speex adapts slowly (synthetic rooms: 2-4 dB after two seconds of speech, 8-12 after four), and
+    # in a session's first replies what it leaves is mostly echo, which AEC3 does take out
+    linear_min_db: float = 6.0
     # The envelopes' correlation at the best delay that says an echo is there; below no_echo_score three times
     # running (half a second apart), before any echo was found, there is none. Measured on synthetic rooms
     # (speech, reverb): no echo peaks at 0.09-0.32 by chance, an echo at -30 dB scores 0.45-0.68, at -6 dB
@@ -210,6 +215,7 @@ class EchoCanceller:
         self._linear_pending: list[tuple[np.ndarray, np.ndarray]] = []  # (mic, reference) short of a speex frame
         self._linear_fifo = np.zeros(0, np.int16)  # its output not yet handed out, int16
         self._linear_running = False  # the last frames went through it: its output stream is continuous
+        self._linear_energy = (0.0, 0.0)  # the echo in and what it left, while the agent spoke, leaking (~1 s)
         # The last call's audio as the linear filter left it (the same length as what `clean` returned), where
         # AEC3 cancelled; None where it did not (what passed as heard, or was only noise-suppressed, is as good)
         self.heard: np.ndarray | None = None
@@ -310,7 +316,10 @@ class EchoCanceller:
                 self._processor.reverse(delayed[i])
                 self._processor.capture(fed[i])
             linear = self._linear_filter(raw, delayed) if cfg.linear_heard else None
-            if linear is not None and not passes:
+            if linear is not None and not talking and loud.size:
+                self._track_linear(raw, linear)
+            reduction = self.linear_reduction_db
+            if linear is not None and not passes and reduction is not None and reduction >= cfg.linear_min_db:
                 if suppress:
                     self._linear_plain = self._linear_plain or self._make("noise")
                     for frame in linear:
@@ -342,6 +351,21 @@ class EchoCanceller:
         self._tick_flags(tick_end)
         cleaned = out.reshape(-1) / 32768
         return cleaned if n * FRAME == audio.size else np.concatenate((cleaned, audio[n * FRAME :]))
+
+    @property
+    def linear_reduction_db(self) -> float | None:
+        """How much of the echo the linear filter has taken out lately, while the agent spoke."""
+        e_in, e_out = self._linear_energy
+        return None if e_in <= 0 else 10 * float(np.log10(e_in / max(e_out, 1e-3)))
+
+    def _track_linear(self, mic: np.ndarray, linear: np.ndarray) -> None:
+        near, left = mic.astype(np.float32), linear.astype(np.float32)
+        leak = 0.99 ** mic.shape[0]  # per 10 ms frame: a second or so
+        e_in, e_out = self._linear_energy
+        self._linear_energy = (
+            e_in * leak + float(np.einsum("ij,ij->", near, near)) / (1 << 30),
+            e_out * leak + float(np.einsum("ij,ij->", left, left)) / (1 << 30),
+        )
 
     def _linear_filter(self, mic: np.ndarray, reference: list[np.ndarray]) -> np.ndarray | None:
         """`mic` (n 10 ms int16 frames) less speex's linear estimate of the echo of `reference`, the frames AEC3

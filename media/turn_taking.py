@@ -77,7 +77,7 @@ class InterruptionConfig:
     # Words beyond backchannels judged by what they mean, not how many they are: an engine that can tells
     # `heard()` how likely they are to be meant (a classifier of barge-ins and backchannels, trained on
     # examples: agent/profiles/interruption_words.py); this likely or more, they cancel once all was heard,
-    # otherwise the reply goes on ("Huh, I didn't know that." does not stop it, "Louder, please." does).
+    # otherwise the reply goes on ("Interesting, go on." does not stop it, "Louder, please." does).
     # Without it: by count
     meant_from: float = 0.5
     words_model: bool = True

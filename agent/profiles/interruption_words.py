@@ -1,10 +1,10 @@
 """Whether words said over the agent's reply mean to interrupt it, by what they say rather than how many they are.
 
-Counting words misjudges both ways: "Huh, I didn't know that." (a reaction, five words) stopped a reply and
-"Louder, please." (two) did not. A classifier of the kind the assistants understand requests with
+Counting words misjudges both ways: "Interesting, go on!" (a reaction, three words) stopped a reply and
+"Louder, please." (two) would not, heard rightly. A classifier of the kind the assistants understand requests with
 (`understanding.IntentModel`: words, letters in fours and the WordLlama sentence vector, all inside packages)
 is trained on examples of both (`exemplars/interruptions.tsv`: reactions, acknowledgements and comments against
-stops, corrections, questions and requests, written apart from every benchmark's phrases) and says how likely
+stops, corrections, questions and requests, written apart from every held-out phrase) and says how likely
 the words are to be a barge-in. `media/turn_taking.py` decides with it (`InterruptionConfig.meant_from`).
 """
 

@@ -212,7 +212,7 @@ class EchoCanceller:
         self._linear: LinearEcho | None = None
         self._linear_plain: AudioProcessor | None = None  # the noise suppressor for the linear filter's output
         self._linear_pairs = max(1, cfg.linear_frame_ms // FRAME_MS)  # 10 ms frames per speex frame
-        self._linear_pending: list[tuple[np.ndarray, np.ndarray]] = []  # (mic, reference) short of a speex frame
+        self._linear_pending = (np.zeros(0, np.int16), np.zeros(0, np.int16))  # mic, reference: short of a frame
         self._linear_fifo = np.zeros(0, np.int16)  # its output not yet handed out, int16
         self._linear_running = False  # the last frames went through it: its output stream is continuous
         self._linear_energy = (0.0, 0.0)  # the echo in and what it left, while the agent spoke, leaking (~1 s)
@@ -309,15 +309,14 @@ class EchoCanceller:
         t0 = self._clock()
         if cancel:
             self._processor = self._processor or self._make("echo")
-            raw = pcm.copy()  # what was heard, for the linear filter
-            fed = pcm.copy() if passes else pcm  # AEC3 works in place: what passes is what was heard
             delayed = [self._delayed(reference[i]) for i in range(n)]
+            linear = self._linear_filter(pcm, delayed) if cfg.linear_heard else None  # before AEC3 changes pcm
+            if linear is not None and not talking and loud.size:
+                self._track_linear(heard, linear)
+            fed = pcm.copy() if passes else pcm  # AEC3 works in place: what passes is what was heard
             for i in range(n):
                 self._processor.reverse(delayed[i])
                 self._processor.capture(fed[i])
-            linear = self._linear_filter(raw, delayed) if cfg.linear_heard else None
-            if linear is not None and not talking and loud.size:
-                self._track_linear(raw, linear)
             reduction = self.linear_reduction_db
             if linear is not None and not passes and reduction is not None and reduction >= cfg.linear_min_db:
                 if suppress:
@@ -358,14 +357,13 @@ class EchoCanceller:
         e_in, e_out = self._linear_energy
         return None if e_in <= 0 else 10 * float(np.log10(e_in / max(e_out, 1e-3)))
 
-    def _track_linear(self, mic: np.ndarray, linear: np.ndarray) -> None:
-        near, left = mic.astype(np.float32), linear.astype(np.float32)
-        leak = 0.99 ** mic.shape[0]  # per 10 ms frame: a second or so
+    def _track_linear(self, heard: float, linear: np.ndarray) -> None:
+        """`heard`: the microphone's sum of squares over the frames `linear` is what the filter left of."""
+        left = linear.astype(np.float32)
+        leak = 0.99 ** linear.shape[0]  # per 10 ms frame: a second or so
         e_in, e_out = self._linear_energy
-        self._linear_energy = (
-            e_in * leak + float(np.einsum("ij,ij->", near, near)) / (1 << 30),
-            e_out * leak + float(np.einsum("ij,ij->", left, left)) / (1 << 30),
-        )
+        e_left = float(np.einsum("ij,ij->", left, left))
+        self._linear_energy = (e_in * leak + heard / (1 << 30), e_out * leak + e_left / (1 << 30))
 
     def _linear_filter(self, mic: np.ndarray, reference: list[np.ndarray]) -> np.ndarray | None:
         """`mic` (n 10 ms int16 frames) less speex's linear estimate of the echo of `reference`, the frames AEC3
@@ -380,20 +378,17 @@ class EchoCanceller:
             except SpeexUnavailable:
                 self.stats.linear_failures += 1
                 return None
-        if not self._linear_running:
+        if not self._linear_running:  # its output starts afresh: a frame of silence for the one it runs behind
             self._linear_running = True
-            self._linear_pending = []
             self._linear_fifo = np.zeros(FRAME * (self._linear_pairs - 1), np.int16)
-        k = self._linear_pairs
-        outs = [self._linear_fifo]
-        for pair in zip(mic, reference, strict=True):
-            self._linear_pending.append(pair)
-            if len(self._linear_pending) == k:
-                near = np.concatenate([m for m, _ in self._linear_pending])
-                far = np.concatenate([f for _, f in self._linear_pending])
-                outs.append(self._linear.process(near, far))
-                self._linear_pending = []
-        out = np.concatenate(outs)
+            self._linear_pending = (np.zeros(0, np.int16), np.zeros(0, np.int16))
+        near = np.concatenate((self._linear_pending[0], mic.reshape(-1)))
+        far = np.concatenate((self._linear_pending[1], *reference))
+        step = FRAME * self._linear_pairs
+        whole = near.size // step * step
+        outs = [self._linear.process(near[s : s + step], far[s : s + step]) for s in range(0, whole, step)]
+        self._linear_pending = (near[whole:], far[whole:])
+        out = np.concatenate((self._linear_fifo, *outs))
         size = mic.size
         self._linear_fifo = out[size:]
         self.stats.linear_frames += mic.shape[0]

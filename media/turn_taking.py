@@ -247,7 +247,7 @@ class TurnTaking:
         if self._held_at is None:
             return
         as_heard = self._meaning(text, meant)
-        meaning = self.meaning(text, gaps, meant)
+        meaning = self._weighed(as_heard, text, gaps, meant)
         if gaps:
             self.floor.weighed += 1
             self.floor.weighed_backchannel += as_heard != NOTHING and meaning == NOTHING
@@ -258,10 +258,10 @@ class TurnTaking:
     def meaning(self, text: str, gaps: Sequence[float] | None = None, meant: float | None = None) -> int:
         """What words over the reply mean: NOTHING (resume), STOP (cancel once all was heard) or REQUEST (cancel
         at once); with `gaps` and `meant` (see `heard`), as weighed against the sayings and as meant."""
-        return self._weighed(self._meaning(text, meant), gaps if self.unsure(text, meant) else None)
+        return self._weighed(self._meaning(text, meant), text, gaps, meant)
 
-    def _weighed(self, meaning: int, gaps: Sequence[float] | None) -> int:
-        if gaps:
+    def _weighed(self, meaning: int, text: str, gaps: Sequence[float] | None, meant: float | None) -> int:
+        if gaps and self.unsure(text, meant):
             n = len(self.judging.backchannel_sayings)
             backchannel, stop = min(gaps[:n], default=math.inf), min(gaps[n:], default=math.inf)
             if min(backchannel, stop) <= self.judging.sayings_within:

@@ -11,9 +11,9 @@ the words are to be a barge-in. `media/turn_taking.py` decides with it (`Interru
 from __future__ import annotations
 
 import threading
-from importlib import resources
 
-from agent.profiles.understanding import IntentModel, _read_pairs, normalise
+from agent.profiles.understanding import IntentModel, normalise
+from agent.profiles.understanding import read_examples as read_intent_examples
 
 BARGE_IN, BACKCHANNEL = "barge_in", "backchannel"
 _lock = threading.Lock()
@@ -21,8 +21,7 @@ _model: IntentModel | None = None
 
 
 def read_examples() -> list[tuple[str, str]]:
-    text = resources.files("agent.profiles").joinpath("exemplars", "interruptions.tsv").read_text("utf-8")
-    return _read_pairs(text)
+    return read_intent_examples("interruptions", shared=False)
 
 
 def interruption_model() -> IntentModel:

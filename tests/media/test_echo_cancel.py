@@ -258,11 +258,12 @@ def test_a_voice_starting_in_the_echos_tail_is_kept_whole_in_what_the_linear_fil
     played_pcm = np.zeros(mic.size * 3 // 2 + PULL * 4, np.float32)
     played_pcm[: played.size] = played[: played_pcm.size]
     out, heard, kinds, reductions = np.zeros_like(mic), np.zeros_like(mic), [], []
+    held_from = hold_s * 16_000 // TICK  # the first tick of the hold (a position in the signal, not a clock)
     for i, t in enumerate(range(0, mic.size, TICK)):
         for k in range(4):
             start = t * 3 // 2 + k * PULL
             aec.played((np.clip(played_pcm[start : start + PULL], -1, 1) * 32767).astype(np.int16))
-        out[t : t + TICK] = aec.clean(mic[t : t + TICK], talking=i >= hold_s * 16_000 // TICK)
+        out[t : t + TICK] = aec.clean(mic[t : t + TICK], talking=i >= held_from)
         kinds.append(aec.heard is not None)
         reductions.append(aec.linear_reduction_db)
         heard[t : t + TICK] = aec.heard if aec.heard is not None else out[t : t + TICK]

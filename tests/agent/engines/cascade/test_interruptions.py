@@ -31,6 +31,30 @@ async def reply_under_way(client: AgentClient, server, start: int, seconds: floa
     assert await wait_until(lambda: pump.framer.stats.speech_frames >= frames + seconds * 50, seconds + 10)
 
 
+async def client_with_its_own_canceller(server) -> AgentClient:
+    """A client that cancels its own echo (the page, by default): what is judged is only what the user said."""
+    client = AgentClient(ws_url(server))
+    client.echo_cancelled = True
+    await client.connect()
+    await media_flowing(client)
+    return client
+
+
+async def asked(client: AgentClient, server, tmp_path) -> int:
+    """QUESTION asked, its reply 1.5 s under way; where its messages start."""
+    start = len(client.messages)
+    client.mic.play(spoken(QUESTION, tmp_path))
+    await reply_under_way(client, server, start, 1.5)
+    return start
+
+
+async def cut_and_answered(client: AgentClient, start: int) -> dict:
+    """The metrics of the reply cut after `start`, once the turn that cut it has been answered too."""
+    cut = await client.wait_for(lambda m: m["type"] == "metrics", 20, start)
+    await client.wait_for(lambda m: m["type"] == "metrics" and m["turn"] > cut["turn"], 20, start)
+    return cut
+
+
 @pytest.mark.parametrize("delay_ms, gain_db", [(80, -6), (200, -6), (300, -15)])
 async def test_the_agent_hearing_its_own_voice_back_does_not_interrupt_itself(tmp_path, delay_ms, gain_db):
     """Fails with media.echo_cancellation off: the echo is heard as speech over the reply, held again and again
@@ -107,13 +131,8 @@ async def test_a_backchannel_and_a_cough_leave_the_reply_going_and_stop_cancels_
     """Fails with the interruptions unjudged (`interruptions.judge: false`): each cuts the reply. The client
     cancels its own echo (the page, by default), so what is judged is only what the user said."""
     async with running(make_config("cascade")) as server:
-        client = AgentClient(ws_url(server))
-        client.echo_cancelled = True
-        await client.connect()
-        await media_flowing(client)
-        start = len(client.messages)
-        client.mic.play(spoken(QUESTION, tmp_path))
-        await reply_under_way(client, server, start, 1.5)
+        client = await client_with_its_own_canceller(server)
+        start = await asked(client, server, tmp_path)
         pump = next(iter(server.sessions.values())).pump
         for sound in (spoken("Mm hmm.", tmp_path), cough(), spoken("Okay.", tmp_path), spoken("Yeah.", tmp_path)):
             client.mic.play(sound)
@@ -121,12 +140,9 @@ async def test_a_backchannel_and_a_cough_leave_the_reply_going_and_stop_cancels_
         first = await client.wait_for(lambda m: m["type"] == "metrics", 40, start)
         resumed = pump.floor.resumed
         # the next reply, cut by "stop"
-        again = len(client.messages)
-        client.mic.play(spoken(QUESTION, tmp_path))
-        await reply_under_way(client, server, again, 1.5)
+        again = await asked(client, server, tmp_path)
         client.mic.play(spoken("Stop.", tmp_path))
-        cut = await client.wait_for(lambda m: m["type"] == "metrics", 20, again)
-        await client.wait_for(lambda m: m["type"] == "metrics" and m["turn"] > cut["turn"], 20, again)
+        cut = await cut_and_answered(client, again)
         resumed_key = ("omni_interruptions_total", (("outcome", "resumed"),))
         metrics = await scrape_until(server.port, lambda m: m.get(resumed_key), 10)
         await client.close()
@@ -152,23 +168,15 @@ async def test_words_over_the_reply_are_judged_by_what_they_mean(tmp_path):
     cuts the reply and the request of two resumes it. The client cancels its own echo, so what is judged is
     only what the user said (agent/profiles/interruption_words.py reads it)."""
     async with running(make_config("cascade")) as server:
-        client = AgentClient(ws_url(server))
-        client.echo_cancelled = True
-        await client.connect()
-        await media_flowing(client)
-        start = len(client.messages)
-        client.mic.play(spoken(QUESTION, tmp_path))
-        await reply_under_way(client, server, start, 1.5)
+        client = await client_with_its_own_canceller(server)
+        start = await asked(client, server, tmp_path)
         pump = next(iter(server.sessions.values())).pump
         client.mic.play(spoken("Oh, I did not know that.", tmp_path))
         await reply_under_way(client, server, start, 2.5)  # it goes on (cut, it would not)
         first = await client.wait_for(lambda m: m["type"] == "metrics", 40, start)
-        again = len(client.messages)
-        client.mic.play(spoken(QUESTION, tmp_path))
-        await reply_under_way(client, server, again, 1.5)
+        again = await asked(client, server, tmp_path)
         client.mic.play(spoken("Louder, please.", tmp_path))
-        cut = await client.wait_for(lambda m: m["type"] == "metrics", 20, again)
-        await client.wait_for(lambda m: m["type"] == "metrics" and m["turn"] > cut["turn"], 20, again)
+        cut = await cut_and_answered(client, again)
         await client.close()
     print(f"first reply {first}; cut {cut}; floor {pump.floor}; said {user_turns(client, start)}")
     assert first["interrupted"] is False and first["interruptions_resumed"] >= 1, "a reaction cut the reply"

@@ -229,6 +229,8 @@ class InterruptionsConfig:
     # only with a stop word
     words_model: bool = True
     meant_from: float = 0.5
+    # ... read only where the recogniser was sure of them: at this log-likelihood per token or below, it guessed
+    unsure_below: float = -1.0
 
     def judging(self) -> InterruptionConfig:
         return InterruptionConfig(
@@ -242,6 +244,7 @@ class InterruptionsConfig:
             stop_sayings=tuple(self.stop_sayings),
             sayings_within=self.sayings_within,
             meant_from=self.meant_from,
+            unsure_below=self.unsure_below,
             words_model=self.words_model,
             continuation_ms=self.continuation_ms,
         )

@@ -124,6 +124,25 @@ HELD_OUT_5_BARGE_INS = [
     "Can you talk a bit faster?", "Go back to the first step.", "Just tell me the price.", "Okay, let me cut in.",
     "Remind me to buy milk tomorrow.", "Quick question, is it open today?",
 ]  # fmt: skip
+# A sixth, written by a helper that read nothing in the repository (told the other sets' phrases), before the
+# classifier learnt from its examples as heard over the reply (`exemplars/heard-interruptions.tsv`); five
+# phrases its examples had ("Agreed.", "You're kidding.", "Mute.", ...) replaced by a second helper's: `--said
+# held-out-6`
+HELD_OUT_6_VOICES = [
+    ("en-gb-x-rp+m4", 160), ("en-us+m6", 170), ("en-029+f3", 165), ("en-gb-scotland+f4", 175), ("en-us-nyc+m3", 155),
+]  # fmt: skip
+HELD_OUT_6_BACKCHANNELS = [
+    "Good, good.", "That cracks me up.", "I'm with you so far.", "cough", "Ooh, sounds like my aunt.",
+    "Man, I love hearing stuff like that.", "Heh, that's a good one.",
+    "That's exactly what happened to my brother last year.", "Well, I'll be darned.", "cough",
+]  # fmt: skip
+HELD_OUT_6_BARGE_INS = [
+    "Text Sarah that I'm running late.", "Actually, make it two tickets.", "Hmm, could you email that to me instead?",
+    "I missed the address, what was it?", "Okay, that's all I needed, thanks.",
+    "Which bakery did you mean, the downtown one?", "I'm allergic to peanuts, pick another recipe.",
+    "Sorry, I actually asked about Thursday's ferry.", "Sorry, can you check my calendar for Friday instead?",
+    "Can you find a vegetarian option instead?",
+]  # fmt: skip
 LONG = "What can you do?"  # about nine seconds of reply
 PHASES = ("echoed", "backchannels", "barge-ins")
 
@@ -142,6 +161,7 @@ SAID["held-out"] = Said(HELD_OUT_BACKCHANNELS, HELD_OUT_BARGE_INS, HELD_OUT_VOIC
 SAID["held-out-3"] = Said(HELD_OUT_3_BACKCHANNELS, HELD_OUT_3_BARGE_INS, HELD_OUT_3_VOICES)
 SAID["held-out-4"] = Said(HELD_OUT_4_BACKCHANNELS, HELD_OUT_4_BARGE_INS, HELD_OUT_4_VOICES)
 SAID["held-out-5"] = Said(HELD_OUT_5_BACKCHANNELS, HELD_OUT_5_BARGE_INS, HELD_OUT_5_VOICES)
+SAID["held-out-6"] = Said(HELD_OUT_6_BACKCHANNELS, HELD_OUT_6_BARGE_INS, HELD_OUT_6_VOICES)
 
 
 def speech(text: str, i: int, voices: list[tuple[str, int]] = VOICES) -> np.ndarray:

@@ -74,13 +74,21 @@ class Room:
 
     def aec3(self) -> np.ndarray:
         """`mic` through the echo canceller as a session runs it, tick by tick."""
+        return self._cancelled(linear=False)
+
+    def heard(self) -> np.ndarray:
+        """... and as speech over a held reply is heard: the linear filter's output where it gave one."""
+        return self._cancelled(linear=True)
+
+    def _cancelled(self, linear: bool) -> np.ndarray:
         aec = EchoCanceller()
         cleaned = []
         for t in range(self.mic.size // TICK):
             for k in range(4):
                 s = (t * 4 + k) * 480
                 aec.played((np.clip(self.far24[s : s + 480], -1, 1) * 32767).astype(np.int16))
-            cleaned.append(aec.clean(self.mic[t * TICK : (t + 1) * TICK]))
+            out = aec.clean(self.mic[t * TICK : (t + 1) * TICK])
+            cleaned.append(aec.heard if linear and aec.heard is not None else out)
         return np.concatenate(cleaned)
 
 

@@ -325,6 +325,11 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="instead: staggered sessions with graphs and eager (float32), tokens/codes/samples compared",
     )
+    ap.add_argument(
+        "--tf32",
+        action="store_true",
+        help="with --compare-graphs: leave CUDA's float32 convolutions on TF32 (its default) to see what it moves",
+    )
     ap.add_argument("--out", default="qwen3_omni_bench.json")
     args = ap.parse_args(argv)
 
@@ -345,6 +350,16 @@ def main(argv: list[str] | None = None) -> None:
     device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else machine()
     doc = {"model": what, "device": args.device, "device_name": device_name, "torch": torch.__version__}
     if args.compare_graphs:
+        if not args.tf32:
+            # cuDNN runs float32 convolutions in TF32 by default (10-bit mantissa), which the top-level setting
+            # does not override (torch 2.11): Code2Wav's random conv stack amplifies that rounding to whole samples
+            torch.backends.fp32_precision = "ieee"
+            torch.backends.cudnn.conv.fp32_precision = "ieee"
+            torch.backends.cuda.matmul.fp32_precision = "ieee"
+        doc["fp32_precision"] = {
+            "conv": torch.backends.cudnn.conv.fp32_precision,
+            "matmul": torch.backends.cuda.matmul.fp32_precision,
+        }
         sys.exit(_compare(model.float(), args, doc))  # float32: padding moves bf16 logits enough to flip ties
     streamer = OmniStreamer(model, graphs=args.graphs, slots=args.batch_limit)
     graphs = streamer.graphs

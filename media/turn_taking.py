@@ -81,6 +81,12 @@ class InterruptionConfig:
     # Without it: by count
     meant_from: float = 0.5
     words_model: bool = True
+    # ... read only where the recogniser was sure enough of them: their log-likelihood per token (the end's
+    # included) this low or lower, it guessed (over the echo, "yep" heard as "Thanks, Mom." at -1.09), and they
+    # are taken for nothing said, though still weighed against the sayings. Over synthetic rooms words heard as
+    # said scored -0.21 a token (median; -0.42 at the 10th percentile), heard otherwise -0.54 (-0.88); this much
+    # judged the classifier's examples best (benchmarks/heard_interruptions.py)
+    unsure_below: float = -1.0
     # Speech that cancels a reply this soon after the user's last turn ended goes on with that turn: its audio
     # leads the new turn's ("Repeat after me: ..." ended at the colon; the words after it cut the reply)
     continuation_ms: int = 1500
@@ -109,6 +115,7 @@ class Floor:
     weighed: int = 0
     weighed_backchannel: int = 0
     weighed_stop: int = 0
+    unread: int = 0  # passes whose words the recogniser guessed (`InterruptionConfig.unsure_below`): not read
 
     def hold_early(self, tick: int) -> None:
         """A voice heard over the reply within tick `tick`, before the tick is whole: silent from the next frame."""
@@ -235,10 +242,18 @@ class TurnTaking:
         words = self._words_in(text)
         return bool(words) and (meant is None or len(words) < 3)
 
-    def heard(self, text: str, upto_tick: int, gaps: Sequence[float] | None = None, meant: float | None = None) -> None:
+    def heard(
+        self,
+        text: str,
+        upto_tick: int,
+        gaps: Sequence[float] | None = None,
+        meant: float | None = None,
+        sure: float | None = None,
+    ) -> None:
         """What the held speech said, as heard from its start to `upto_tick`; `gaps`: how much less likely each
         of `sayings` was than `text`, from the same audio (the recogniser's `weigh`); `meant`: how likely the
-        words are to be meant as an interruption, by what they say (see `InterruptionConfig.meant_from`).
+        words are to be meant as an interruption, by what they say (see `InterruptionConfig.meant_from`);
+        `sure`: how sure the recogniser was of them (see `InterruptionConfig.unsure_below`).
 
         Where a saying is nearly as likely as the words heard, the recogniser was unsure of them (a hum over
         the agent's echo heard as "And he came", "Stop" as "Daven", "Who are you" as "None"): the likelier
@@ -246,8 +261,9 @@ class TurnTaking:
         keeps them out, and a user's question often repeats the reply's words ("how many people ...")."""
         if self._held_at is None:
             return
-        as_heard = self._meaning(text, meant)
+        as_heard = self._meaning(text, meant, sure)
         meaning = self._weighed(as_heard, text, gaps, meant)
+        self.floor.unread += self._unread(text, meant, sure)
         if gaps:
             self.floor.weighed += 1
             self.floor.weighed_backchannel += as_heard != NOTHING and meaning == NOTHING
@@ -255,10 +271,12 @@ class TurnTaking:
         if meaning == REQUEST or self._words is None or upto_tick >= self._words[1]:
             self._words = (meaning, upto_tick)
 
-    def meaning(self, text: str, gaps: Sequence[float] | None = None, meant: float | None = None) -> int:
+    def meaning(
+        self, text: str, gaps: Sequence[float] | None = None, meant: float | None = None, sure: float | None = None
+    ) -> int:
         """What words over the reply mean: NOTHING (resume), STOP (cancel once all was heard) or REQUEST (cancel
-        at once); with `gaps` and `meant` (see `heard`), as weighed against the sayings and as meant."""
-        return self._weighed(self._meaning(text, meant), text, gaps, meant)
+        at once); with `gaps`, `meant` and `sure` (see `heard`), as weighed against the sayings and as meant."""
+        return self._weighed(self._meaning(text, meant, sure), text, gaps, meant)
 
     def _weighed(self, meaning: int, text: str, gaps: Sequence[float] | None, meant: float | None) -> int:
         if gaps and self.unsure(text, meant):
@@ -268,16 +286,20 @@ class TurnTaking:
                 return max(meaning, STOP) if stop < backchannel else NOTHING
         return meaning
 
-    def _meaning(self, text: str, meant: float | None = None) -> int:
+    def _unread(self, text: str, meant: float | None, sure: float | None) -> bool:
+        guessed = meant is not None and sure is not None and sure <= self.judging.unsure_below
+        return guessed and bool(self._words_in(text))
+
+    def _meaning(self, text: str, meant: float | None = None, sure: float | None = None) -> int:
         # Letters alone are how a hum is misheard ("M. A. K. M."); one or two other words are as likely a misheard
         # backchannel ("Mm hmm" as "Amend them") or a residue of the agent's voice as a request, which says more
         # (three words) while the reply is held and cancels it at once. A word that stops a speaker ("stop", "wait")
         # cancels it once the whole of what was said has been heard (a partial pass mishears the start of "okay").
         # With `meant`, what the words say decides, once all of them were heard: the start of a reaction may read
-        # as a request ("Oh, I did" of "Oh, I did not know that.").
+        # as a request ("Oh, I did" of "Oh, I did not know that."); words the recogniser guessed say nothing.
         words = self._words_in(text)
         if meant is not None and words:
-            return NOTHING if meant < self.judging.meant_from else STOP
+            return NOTHING if meant < self.judging.meant_from or self._unread(text, meant, sure) else STOP
         return REQUEST if len(words) >= 3 else STOP if any(w in STOP_WORDS for w in words) else NOTHING
 
     def _words_in(self, text: str) -> list[str]:

@@ -152,6 +152,11 @@ class _SessionCollector(Collector):
         weighed.add_metric(["backchannel"], backchannel)
         weighed.add_metric(["stop"], stop)
         yield weighed
+        yield CounterMetricFamily(
+            "omni_held_words_unread",
+            "Words heard over the reply that the recogniser guessed (below interruptions.unsure_below): not read",
+            value=totals.get("held_words_unread", 0),
+        )
         out_drop = CounterMetricFamily("omni_output_samples_dropped", "Output samples cut", labels=["why"])
         out_drop.add_metric(["backlog"], totals.get("output_dropped_samples", 0))
         out_drop.add_metric(["barge_in"], totals.get("output_flushed_samples", 0))

@@ -259,6 +259,7 @@ class SessionPump:
             out["held_words_weighed"] = self.floor.weighed
             out["held_words_weighed_backchannel"] = self.floor.weighed_backchannel
             out["held_words_weighed_stop"] = self.floor.weighed_stop
+            out["held_words_unread"] = self.floor.unread
         if self.echo is not None:
             e = self.echo.stats
             out.update(

@@ -173,6 +173,12 @@ t_tiny=$SECONDS
 run_step "tiny model, CUDA: graphs against eager" "$((tiny_limit / 2))" \
     "$py" -m benchmarks.qwen3_omni --device cuda --compare-graphs --out "$compare_json"
 compare_rc=$step_rc
+if ((compare_rc != 0)); then
+    # where the samples part, frame by frame, and how far the conv stack carries a rounding (a graph fault or
+    # float sensitivity), on the IEEE float32 the comparison ran in
+    run_step "tiny model, CUDA: where eager and graphed samples part" 60 \
+        "$py" -m benchmarks.device.code2wav_precision --device cuda --fp32 ieee
+fi
 run_step "tiny model, CUDA" "$((tiny_limit - (SECONDS - t_tiny)))" \
     "$py" -m benchmarks.qwen3_omni --device cuda --sessions 1,4 --seconds 4 --max-tokens 16 --max-frames 16 \
     --out "$tiny_json"

@@ -54,3 +54,16 @@ def test_the_tiny_model_steps_of_the_check_run_on_the_cpu(tmp_path):
         assert r["frames"] > 0 and r["graphs"]["capture_failed"] is None
         # each stage ran and was timed (None where it never ran); how long it took is the benchmark's figure
         assert all(r["step_ms"][stage] is not None for stage in ("thinker_step", "talker_step", "code2wav"))
+
+
+def test_the_check_can_say_where_eager_and_graphed_samples_part(tmp_path):
+    """The diagnosis check.sh runs when graphs and eager disagree: per frame, and the conv stack's sensitivity."""
+    cmd = [sys.executable, "-m", "benchmarks.device.code2wav_precision", "--sessions", "2", "--fp32", "ieee"]
+    done = _run(cmd, tmp_path)
+    print(done.stdout[-3000:], done.stderr[-2000:])
+    assert done.returncode == 0
+    assert "settings ieee ieee ieee" in done.stdout
+    agreement = next(line for line in done.stdout.splitlines() if line.startswith("eager vs graphed"))
+    assert "'tokens_identical': True" in agreement and "'codes_identical': True" in agreement
+    assert done.stdout.count("  eager-graphed [") == 2 and done.stdout.count("  eager-alone   [") == 2
+    assert done.stdout.count("conv stack, hidden x(1+") == 3

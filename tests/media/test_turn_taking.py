@@ -88,13 +88,15 @@ def feed_pattern(
     heard: dict[int, str] | None = None,
     gaps: list[float] | None = None,
     meant: dict[str, float] | None = None,
+    sure: float | None = None,
 ):
     """Like run(), with the engine's words: at tick i, `heard[i]` is what the held speech said so far (each of the
-    sayings `gaps` less likely; `meant[text]` how likely it means to interrupt)."""
+    sayings `gaps` less likely; `meant[text]` how likely it means to interrupt; `sure`, the recogniser's sureness)."""
     got = {}
     for i, c in enumerate(pattern, start):
         if heard and i in heard:
-            turns.heard(heard[i], turns.endpointer.last_voiced_tick or i, gaps, (meant or {}).get(heard[i]))
+            tick = turns.endpointer.last_voiced_tick or i
+            turns.heard(heard[i], tick, gaps, (meant or {}).get(heard[i]), sure)
         step = turns.feed(chunk(i, LOUD if c == "x" else QUIET), lambda: True)
         for flag in ("hold", "resumed", "barge_in"):
             if getattr(step, flag):
@@ -216,6 +218,26 @@ def test_words_are_judged_by_what_they_mean_where_the_engine_says_so_not_by_how_
     said = {5: "Oh, I did", 9: "Oh, I did not know that."}
     got = feed_pattern(turns, "...xxxxx.........", heard=said, meant={said[5]: 0.8, said[9]: 0.1})
     assert got == {-4: "hold", -11: "resumed"}, got
+
+
+def test_words_the_recogniser_guessed_are_not_read_for_what_they_mean():
+    """Over the echo, "yep" was heard as "Thanks, Mom." at -1.09 a token (benchmarks/heard_interruptions.py): words
+    heard that unsurely say nothing, whatever the classifier makes of them, though a saying weighed likelier decides."""
+    text = "Thanks, Mom."
+
+    def judged(sure: float | None, gaps: list[float] | None = None) -> tuple[str, int]:
+        turns = words_turns()
+        got = feed_pattern(turns, "...xxx.........", heard={7: text}, gaps=gaps, meant={text: 0.9}, sure=sure)
+        verdict = "resumed" if "resumed" in got.values() else "barge_in" if "barge_in" in got.values() else str(got)
+        return verdict, turns.floor.unread
+
+    cfg = InterruptionConfig()
+    assert judged(None) == ("barge_in", 0)  # no sureness given: read
+    assert judged(cfg.unsure_below + 0.5) == ("barge_in", 0)
+    assert judged(cfg.unsure_below - 0.2) == ("resumed", 1)
+    # weighed: "Stop." (the first stop saying) nearly as likely as what was heard, far likelier than a backchannel
+    stop_likelier = [9.0] * len(cfg.backchannel_sayings) + [1.0] + [9.0] * (len(cfg.stop_sayings) - 1)
+    assert judged(cfg.unsure_below - 0.2, stop_likelier) == ("barge_in", 1)
 
 
 def test_a_turn_begun_over_the_reply_is_heard_as_the_linear_filter_left_it():

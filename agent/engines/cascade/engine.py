@@ -385,7 +385,7 @@ class CascadeSession:
             meant = await self.engine.run(barge_in_probability, heard.text)
         if self.turns.unsure(heard.text, meant):  # ... and how sure of them is the recogniser?
             gaps = await self.engine.run(recognizer.weigh, heard, self.turns.sayings, judging.sayings_within)
-        self.turns.heard(heard.text, upto, gaps, meant)
+        self.turns.heard(heard.text, upto, gaps, meant, heard.sureness)
 
     def _maybe_pass(self, tick: int) -> None:
         busy = self._pass is not None and not self._pass.done()

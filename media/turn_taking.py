@@ -263,7 +263,7 @@ class TurnTaking:
             return
         as_heard = self._meaning(text, meant, sure)
         meaning = self._weighed(as_heard, text, gaps, meant)
-        self.floor.unread += self._unread(text, meant, sure)
+        self.floor.unread += self._guessed(meant, sure) and bool(self._words_in(text))
         if gaps:
             self.floor.weighed += 1
             self.floor.weighed_backchannel += as_heard != NOTHING and meaning == NOTHING
@@ -286,9 +286,9 @@ class TurnTaking:
                 return max(meaning, STOP) if stop < backchannel else NOTHING
         return meaning
 
-    def _unread(self, text: str, meant: float | None, sure: float | None) -> bool:
-        guessed = meant is not None and sure is not None and sure <= self.judging.unsure_below
-        return guessed and bool(self._words_in(text))
+    def _guessed(self, meant: float | None, sure: float | None) -> bool:
+        """Words the classifier read (`meant`) that the recogniser was too unsure of to be read."""
+        return meant is not None and sure is not None and sure <= self.judging.unsure_below
 
     def _meaning(self, text: str, meant: float | None = None, sure: float | None = None) -> int:
         # Letters alone are how a hum is misheard ("M. A. K. M."); one or two other words are as likely a misheard
@@ -299,7 +299,7 @@ class TurnTaking:
         # as a request ("Oh, I did" of "Oh, I did not know that."); words the recogniser guessed say nothing.
         words = self._words_in(text)
         if meant is not None and words:
-            return NOTHING if meant < self.judging.meant_from or self._unread(text, meant, sure) else STOP
+            return NOTHING if meant < self.judging.meant_from or self._guessed(meant, sure) else STOP
         return REQUEST if len(words) >= 3 else STOP if any(w in STOP_WORDS for w in words) else NOTHING
 
     def _words_in(self, text: str) -> list[str]:

@@ -43,40 +43,24 @@ def main(argv: list[str] | None = None) -> None:
     import benchmarks.qwen3_omni as bench
     from agent.engines.qwen3_omni.code2wav import StreamingConvStack
     from agent.engines.qwen3_omni.loading import load
-    from agent.engines.qwen3_omni.scheduler import Scheduler
-    from agent.engines.qwen3_omni.stream import Conversation, OmniStreamer, Reply, first_frame_samples
+    from agent.engines.qwen3_omni.stream import OmniStreamer, first_frame_samples
     from agent.engines.qwen3_omni.tiny import build_tiny_model
 
     torch.set_grad_enabled(False)
-    if args.fp32 != "default":
+    if args.fp32 == "top":
         torch.backends.fp32_precision = "ieee"
-    if args.fp32 == "ieee":
-        torch.backends.cudnn.conv.fp32_precision = "ieee"
-        torch.backends.cuda.matmul.fp32_precision = "ieee"
+    elif args.fp32 == "ieee":
+        bench.ieee_float32()
     dev = args.device
     model = load(str(build_tiny_model(Path(tempfile.mkdtemp()) / "tiny")), device=dev).model.float()
     first = first_frame_samples(model.code2wav.config)
-
-    def alone(i: int, max_tokens: int = 24, max_frames: int = 24) -> dict:
-        """Session i of `staggered` on its own, eager."""
-        sched = Scheduler(OmniStreamer(model, graphs=False), batch_limit=16, max_ahead_s=1e9)
-        reply = Reply(Conversation(), True, max_tokens - i, max_frames - 2 * i)
-        sched.submit(0, reply, bench.synthetic_turn(model, 0.5 + 0.25 * i, dev))
-        samples = []
-        while sched.has_work():
-            for out in sched.step():
-                if out.kind == "frame":
-                    samples.append(out.value)
-                elif out.kind == "error":
-                    raise out.value
-        return {"tokens": reply.tokens, "codes": torch.stack(reply.frames).tolist(), "samples": np.concatenate(samples)}
 
     n = args.sessions
     eager = bench.staggered(model, OmniStreamer(model, graphs=False), n, dev)
     plain = OmniStreamer(model, graphs=True)
     plain.graphs.capture = False  # on CUDA the captured steps equal these to the bit (the device check shows it)
     graphed = bench.staggered(model, plain, n, dev)
-    solo = [alone(i) for i in range(n)]
+    solo = [bench.staggered(model, OmniStreamer(model, graphs=False), n, dev, only=i)[0] for i in range(n)]  # alone
     print(
         "settings",
         torch.backends.fp32_precision,

@@ -251,6 +251,19 @@ class InterruptionsConfig:
 
 
 @dataclass
+class UnderstandingConfig:
+    """A spoken request the offline assistant would not act on is read again leaning toward its words
+    (agent/engines/cascade/second_reading.py); chosen on the examples (`python -m benchmarks.phrase_bias`)."""
+
+    second_reading: bool = True
+    bonus: float = 2.0  # log-likelihood added to each token of the assistant's words
+    within: float = 1.0  # how much less likely than the first reading (natural log) the second may be
+
+    def reading(self) -> tuple[float, float] | None:
+        return (self.bonus, self.within) if self.second_reading else None
+
+
+@dataclass
 class TranslateConfig:
     source_lang: str = "en"
     target_lang: str = "es"
@@ -267,6 +280,7 @@ class Config:
     translate: TranslateConfig = field(default_factory=TranslateConfig)
     overload: OverloadConfig = field(default_factory=OverloadConfig)
     interruptions: InterruptionsConfig = field(default_factory=InterruptionsConfig)
+    understanding: UnderstandingConfig = field(default_factory=UnderstandingConfig)
 
     def session_options(self) -> dict[str, Any]:
         """What an engine session of this profile needs to know."""
@@ -275,6 +289,7 @@ class Config:
             "source_lang": self.translate.source_lang,
             "target_lang": self.translate.target_lang,
             "interruptions": self.interruptions.judging(),
+            "second_reading": self.understanding.reading(),
         }
 
     def to_dict(self) -> dict[str, Any]:

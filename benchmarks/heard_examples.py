@@ -55,18 +55,21 @@ def near_miss(heard: str, said: str) -> bool:
     return bool(a) and a != b and difflib.SequenceMatcher(None, a, b).ratio() >= NEAR
 
 
+def said(n: int, request: str, snr_db: float = SNR_DB, seed: int = 10_000) -> np.ndarray:
+    """The `n`-th example as these voices say it, in turn: clean, or (odd `n`) under road noise `snr_db` below."""
+    voice, speed = VOICES[n % len(VOICES)]
+    audio = espeak_rendering(request, voice, 16_000, speed=speed)
+    audio = np.concatenate([np.zeros(3200, np.float32), audio, np.zeros(4800, np.float32)])
+    return under_road_noise(audio, snr_db, seed=seed + n) if n % 2 else audio.astype(np.float32)
+
+
 def hear(profile: str, recognizer: Recognizer, avoid: set[str]) -> list[tuple[str, str, str]]:
     """(intent, heard, said) for each of the profile's own examples heard as a near miss of it."""
     own = read_examples(profile, shared=False)
     rows = []
     t0 = time.monotonic()
     for n, (intent, request) in enumerate(own):
-        voice, speed = VOICES[n % len(VOICES)]
-        audio = espeak_rendering(request, voice, 16_000, speed=speed)
-        audio = np.concatenate([np.zeros(3200, np.float32), audio, np.zeros(4800, np.float32)])
-        if n % 2:
-            audio = under_road_noise(audio, SNR_DB, seed=10_000 + n)
-        heard = recognizer.transcribe(audio.astype(np.float32)).strip()
+        heard = recognizer.transcribe(said(n, request)).strip()
         if near_miss(heard, request) and normalise(heard) not in avoid:
             rows.append((intent, heard.replace("\t", " "), request))
         if (n + 1) % 200 == 0 or n + 1 == len(own):

@@ -6,10 +6,12 @@ apart). Each request goes to a fresh policy (`make_policy`) as the cascade engin
 did is read back from its reply: the tool call it made (the car's), the intent it answered, "ask" for a
 "Did you mean ...?", "none" for an answer that it cannot do that. Spoken: each request said by one of four
 espeak-ng voices in turn and by the bundled hibari voice, clean and under road noise 10 dB below its voiced
-speech, recognised by Moonshine base-en. Prints accuracy per intent, the confusions, the CPU per request
-(understanding alone), and writes JSON with the processor named.
+speech, recognised by Moonshine base-en, and read again where the assistant would not act on what was heard
+(agent/engines/cascade/second_reading.py), as a session does. Prints accuracy per intent, the confusions, the
+CPU per request (understanding alone), and writes JSON with the processor named.
 
-    python -m benchmarks.understanding [--corpus requests|heldout|heldout2] [--spoken] [--out FILE]
+    python -m benchmarks.understanding [--corpus requests|heldout|heldout2] [--spoken [--no-second-reading]]
+        [--out FILE]
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from agent.config import UnderstandingConfig
 from agent.machine import machine
 from agent.profiles.dialog import DialogContext, Reply, Seen
 from agent.profiles.policies import make_policy
@@ -123,13 +126,19 @@ def typed(profile: str, corpus: str) -> tuple[dict, list[float]]:
     return score(rows), cpu
 
 
-def spoken(profile: str, corpus: str, snr_db: float | None) -> dict:
+def spoken(profile: str, corpus: str, snr_db: float | None, second_reading: bool = True) -> dict:
+    """Unless not `second_reading`, a request the assistant would not act on is read again as a session reads
+    it (`SecondReading`, the config's bonus and bound)."""
     from agent.engines.cascade.models import moonshine_recognizer
+    from agent.engines.cascade.second_reading import SecondReading
     from benchmarks.corpus import _hibari, under_road_noise
     from benchmarks.harness import espeak_rendering
     from media.pcm import StreamResampler
 
     recognizer = moonshine_recognizer(False)
+    bonus, within = UnderstandingConfig().reading() or (0.0, 0.0)
+    bias = recognizer.phrase_bias(make_policy(profile).vocabulary, bonus)
+    second = SecondReading(bias, within) if second_reading and bias is not None else None
     hibari = _hibari()
     rows = []
     for i, (label, text) in enumerate(read_corpus(profile, corpus)):
@@ -142,10 +151,14 @@ def spoken(profile: str, corpus: str, snr_db: float | None) -> dict:
             audio = np.concatenate([np.zeros(3200, np.float32), audio, np.zeros(4800, np.float32)])
             if snr_db is not None:
                 audio = under_road_noise(audio, snr_db, seed=i * 2 + k)
-            heard = recognizer.transcribe(audio.astype(np.float32))
-            got, _ = understood(profile, heard)
+            heard = recognizer.hear(audio.astype(np.float32), weighable=second is not None)
+            first = heard.text
+            if second is not None:
+                heard, _ = second.read(recognizer, heard, make_policy(profile).acts_on)
+            got, _ = understood(profile, heard.text)
             who = voice if k == 0 else "hibari"
-            rows.append({"label": label, "said": text, "heard": heard, "voice": who, "got": got})
+            row = {"label": label, "said": text, "heard": heard.text, "voice": who, "got": got}
+            rows.append(row | ({"first_reading": first} if first != heard.text else {}))
     return score(rows)
 
 
@@ -165,9 +178,11 @@ def main() -> None:
     ap.add_argument("--spoken", action="store_true", help="also speak the corpus (espeak-ng, hibari; clean, noisy)")
     ap.add_argument("--profiles", nargs="+", default=list(PROFILES), choices=PROFILES)
     ap.add_argument("--corpus", default="requests", choices=("requests", "heldout", "heldout2"))
+    ap.add_argument("--no-second-reading", action="store_true", help="spoken: as heard, never read again")
     ap.add_argument("--out", type=Path, default=Path("bench-understanding.json"))
     args = ap.parse_args()
     result: dict[str, Any] = {"machine": machine(), "corpus": args.corpus, "profiles": {}}
+    result["second_reading"] = None if args.no_second_reading else UnderstandingConfig().reading()
     for profile in args.profiles:
         print(f"{profile}:", flush=True)
         s, cpu = typed(profile, args.corpus)
@@ -181,7 +196,7 @@ def main() -> None:
         if args.spoken:
             for name, snr in (("spoken clean", None), (f"spoken, road noise {NOISE_SNR_DB:g} dB", NOISE_SNR_DB)):
                 t0 = time.perf_counter()
-                s = spoken(profile, args.corpus, snr)
+                s = spoken(profile, args.corpus, snr, not args.no_second_reading)
                 show(name, s)
                 print(f"    ({time.perf_counter() - t0:.0f} s)", flush=True)
                 result["profiles"][profile]["spoken_clean" if snr is None else "spoken_noise"] = s

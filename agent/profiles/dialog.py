@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agent.profiles.understanding import IntentModel, normalise
+from agent.profiles.understanding import IntentModel, normalise, vocabulary
 
 
 @dataclass
@@ -178,6 +178,11 @@ class DefaultAssistant:
             self._model = IntentModel.for_profile("default")
         return self._model
 
+    @property
+    def vocabulary(self) -> tuple[str, ...]:
+        """The words its requests are made of, for a second reading (`acts_on`)."""
+        return vocabulary("default")
+
     def understands_exactly(self, text: str) -> bool:
         """Its grammar reads `text`."""
         said = normalise(text)
@@ -202,15 +207,29 @@ class DefaultAssistant:
             if m:
                 what = m.groupdict().get("what") or m.groupdict().get("after")
                 return Reply(self._answer(intent, what, ctx), intent)
-        guess = self.model.guess(said, cued(said, CUES))
-        if guess.intent not in INTENTS:  # out of scope; or, in the car's model, a car topic it did not act on
+        intent, act = self._by_meaning(said)
+        if intent is None:  # out of scope; or, in the car's model, a car topic it did not act on
             return Reply(self.OUT_OF_SCOPE, "unknown")
-        intent = refine(guess.intent, said)
-        if guess.sure or intent not in _ASK:
+        if act:
             what = m.group("what") if intent == "repeat_after" and (m := _WHAT.search(said)) else None
             return Reply(self._answer(intent, what, ctx), intent)
         self.asked = intent
         return Reply(f"Did you mean {_ASK[intent]}?", "ask")
+
+    def _by_meaning(self, said: str) -> tuple[str | None, bool]:
+        """The intent a request the grammar did not read is most like (None: out of scope), and whether it is
+        sure enough to answer (else asked back)."""
+        guess = self.model.guess(said, cued(said, CUES))
+        if guess.intent not in INTENTS:
+            return None, False
+        intent = refine(guess.intent, said)
+        return intent, guess.sure or intent not in _ASK
+
+    def acts_on(self, text: str) -> bool:
+        """`reply` would answer `text` (not ask back, not say it cannot): no side effects. A request it would
+        not is read again, leaning toward `vocabulary` (agent/engines/cascade/second_reading.py)."""
+        said = normalise(text)
+        return bool(said) and (self.understands(said) or self._by_meaning(said)[1])
 
     def _answer(self, intent: str, what: str | None, ctx: DialogContext) -> str:
         if intent == "time":

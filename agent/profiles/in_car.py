@@ -25,7 +25,7 @@ from agent.profiles.dialog import (
     cued,
     normalise,
 )
-from agent.profiles.understanding import NONE, IntentModel
+from agent.profiles.understanding import NONE, IntentModel, vocabulary
 
 CAR_HELP = (
     "In the car I can open and close the windows and the sunroof, set the temperature, fan, air conditioning "
@@ -126,6 +126,26 @@ class InCarAssistant:
         if guess.intent == NONE or guess.intent in INTENTS:
             return None, guess.intent, guess.sure
         return command_for(guess.intent, text, state), guess.intent, guess.sure
+
+    @property
+    def vocabulary(self) -> tuple[str, ...]:
+        """The words its requests are made of (the general assistant's too), for a second reading."""
+        return vocabulary("car")
+
+    def acts_on(self, text: str) -> bool:
+        """`reply` would act on `text` or answer it (not ask back, not say it cannot): no side effects; see
+        `DefaultAssistant.acts_on`."""
+        said = normalise(text)
+        if not said:
+            return False
+        if self.asked is not None and answer(said) is not None:
+            return True
+        command, intent, sure = self.understand(text)
+        if command is not None:
+            return sure
+        if intent in ("grammar", "general") or intent in INTENTS:
+            return self._general.acts_on(text)
+        return False  # out of scope, or a car topic with a slot missing (asked)
 
     def understands(self, text: str) -> bool:
         """A command the grammar reads with all it needs, or something the general assistant answers (no side

@@ -23,6 +23,7 @@ assistant's held-out examples (90 % of the car's) were acted on rightly, 3.5 % (
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Iterable
@@ -83,6 +84,24 @@ def read_examples(profile: str, heard: bool = False, shared: bool = True) -> lis
     if shared and profile != "default":
         pairs += [(i, r) for i, r in read_examples("default", heard) if i != NONE]
     return pairs
+
+
+@functools.cache
+def vocabulary(profile: str, least: int = 3) -> tuple[str, ...]:
+    """The words a profile's requests are made of, for the recogniser to lean toward (`phrase_bias.py`): each
+    word of its in-scope examples (the shared ones too) that at least `least` of them have, less the
+    stop words ("the", "could") that every kind of speech has, and each pair of such words as often side by
+    side ("seat heating", "air con")."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    requests = [normalise(request).split() for intent, request in read_examples(profile) if intent != NONE]
+    counts: dict[str, int] = {}
+    for words in requests:
+        kept = [w for w in words if w not in ENGLISH_STOP_WORDS and len(w) > 1]
+        pairs = [f"{a} {b}" for a, b in zip(words, words[1:], strict=False) if a in kept and b in kept]
+        for item in {*kept, *pairs}:
+            counts[item] = counts.get(item, 0) + 1
+    return tuple(sorted(item for item, n in counts.items() if n >= least))
 
 
 def _read_pairs(text: str) -> list[tuple[str, str]]:

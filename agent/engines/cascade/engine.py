@@ -36,11 +36,13 @@ from typing import Any
 
 import numpy as np
 
-from agent.config import END_SILENCE_MS, LlmConfig
+from agent.config import END_SILENCE_MS, LlmConfig, UnderstandingConfig
 from agent.engines.base import EngineEvent, Error, SpeechFrame, TextDelta, ToolCall, TranscriptDelta, TurnEnd
 from agent.engines.cascade.end_of_turn import REASONS, WordsConfig, decide
 from agent.engines.cascade.llm import APOLOGY, ChatModel, LlmDialog, LlmError, ToolRun
 from agent.engines.cascade.models import SpeechModels, load_models
+from agent.engines.cascade.phrase_bias import PhraseBias
+from agent.engines.cascade.second_reading import SecondReading
 from agent.engines.cascade.smart_turn import SmartTurnConfig, load_smart_turn
 from agent.engines.cascade.vision import FaceWatch
 from agent.engines.outbox import Outbox
@@ -148,6 +150,8 @@ class CascadeEngine:
             max_workers=1, thread_name_prefix="cascade-bg", initializer=lambda: lower_thread(threading.get_native_id())
         )
         self.faces = FaceWatch(self.models.faces, every_s=faces_every_s)
+        self._biases: dict[tuple[str, float], PhraseBias | None] = {}
+        self._biases_lock = threading.Lock()
 
     async def run(self, fn: Callable[..., Any], *args: Any, on: Executor | None = None) -> Any:
         return await asyncio.get_running_loop().run_in_executor(on or self.executor, fn, *args)
@@ -165,10 +169,22 @@ class CascadeEngine:
             llm = LlmDialog(self.chat, profile, opts, getattr(policy, "car", None))
         detector = await self.run(SileroDetector)
         end_silence = int(opts.get("end_silence_ms", self.end_silence_ms))  # the config's, else the engine's
-        session = CascadeSession(self, profile, policy, detector, end_silence, llm, opts.get("interruptions"))
+        second = None
+        reading = opts.get("second_reading", UnderstandingConfig().reading())  # (bonus, within), or None: off
+        if llm is None and reading and hasattr(policy, "acts_on"):
+            bias = await self.run(self._bias, profile.name, policy.vocabulary, reading[0])
+            second = SecondReading(bias, reading[1]) if bias is not None else None
+        session = CascadeSession(self, profile, policy, detector, end_silence, llm, opts.get("interruptions"), second)
         for call in getattr(policy, "initial_tool_calls", list)():
             session.outbox.put(ToolCall(call["name"], call["arguments"], call["result"]))
         return session
+
+    def _bias(self, profile: str, phrases: tuple[str, ...], bonus: float) -> PhraseBias | None:
+        """A profile's leaning for second readings, spelt once per engine (worker thread)."""
+        with self._biases_lock:
+            if (profile, bonus) not in self._biases:
+                self._biases[profile, bonus] = self.models.recognizer.phrase_bias(phrases, bonus)
+            return self._biases[profile, bonus]
 
     def voice(self, lang: str) -> Any:
         """Who speaks `lang`: hibari for English, espeak-ng for others, None: captions only."""
@@ -194,8 +210,10 @@ class CascadeSession:
         end_silence_ms: int,
         llm: LlmDialog | None = None,
         interruptions: InterruptionConfig | None = None,
+        second_reading: SecondReading | None = None,
     ) -> None:
         self.engine = engine
+        self.second_reading = second_reading  # a request it would not act on, read again (second_reading.py)
         self.llm = llm
         self.models = engine.models
         self.profile = profile
@@ -231,6 +249,7 @@ class CascadeSession:
         self._held_pass_tick = 0
         self.text_only = False
         self.verdicts = dict.fromkeys(REASONS, 0)
+        self.second_readings = 0  # taken for the first
 
     # ---- input ----
 
@@ -287,8 +306,10 @@ class CascadeSession:
         return self.outbox.__aiter__()
 
     def counters(self) -> dict[str, float]:
-        """The end-of-turn verdicts, by reason (`end_of_turn.REASONS`), and the outbox's drops."""
-        return {f"end_of_turn_{k}": v for k, v in self.verdicts.items()} | self.outbox.counters()
+        """The end-of-turn verdicts, by reason (`end_of_turn.REASONS`), the second readings taken, and the
+        outbox's drops."""
+        verdicts = {f"end_of_turn_{k}": v for k, v in self.verdicts.items()}
+        return verdicts | {"second_readings": self.second_readings} | self.outbox.counters()
 
     async def close(self) -> None:
         self._drop_speculation()
@@ -418,8 +439,12 @@ class CascadeSession:
     async def _hear(self, audio: np.ndarray, turn: int) -> Hearing:
         """The pass a reply waits for: never behind the background passes or a verdict."""
         t0 = time.perf_counter()
-        heard = await self.engine.run(self.models.recognizer.hear, audio, self._draft)
-        self._take(heard.tokens, audio.size, turn)
+        recognizer, second = self.models.recognizer, self.second_reading
+        heard = await self.engine.run(recognizer.hear, audio, self._draft, second is not None)
+        self._take(heard.tokens, audio.size, turn)  # the first reading: the background passes' draft
+        if second is not None:
+            heard, taken = await self.engine.run(second.read, recognizer, heard, self.policy.acts_on)
+            self.second_readings += taken
         return Hearing(heard.text, t0, time.perf_counter())
 
     async def _prepare_heard(self, heard: asyncio.Task[Hearing]) -> Prepared:

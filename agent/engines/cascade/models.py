@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -24,6 +24,7 @@ from media.vad import SileroDetector
 
 if TYPE_CHECKING:
     from agent.engines.cascade.moonshine import Heard
+    from agent.engines.cascade.phrase_bias import PhraseBias
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,14 @@ class Recognizer(Protocol):
     def weigh(self, heard: Heard, texts: Sequence[str], within: float | None = None) -> list[float] | None:
         """How much less likely (natural log) each of `texts` is than what `heard` heard, from the same audio
         (where more than `within`, it may be a lower bound); None where the recogniser cannot tell."""
+        ...
+
+    def phrase_bias(self, phrases: Iterable[str], bonus: float) -> PhraseBias | None:
+        """A leaning toward `phrases` for `rehear`; None where the recogniser cannot lean."""
+        ...
+
+    def rehear(self, heard: Heard, bias: PhraseBias) -> Heard | None:
+        """The audio of a `weighable` pass read again leaning toward `bias`; None where it cannot be."""
         ...
 
 
@@ -99,6 +108,13 @@ class WhisperRecognizer:
 
     def weigh(self, heard: Heard, texts: Sequence[str], within: float | None = None) -> list[float] | None:
         """CTranslate2 scores texts only from the audio again: not worth a second pass here."""
+        return None
+
+    def phrase_bias(self, phrases: Iterable[str], bonus: float) -> PhraseBias | None:
+        """faster-whisper's hotwords go into the prompt, not the decoding: no second reading here."""
+        return None
+
+    def rehear(self, heard: Heard, bias: PhraseBias) -> Heard | None:
         return None
 
 

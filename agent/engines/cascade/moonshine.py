@@ -26,12 +26,14 @@ import importlib.util
 import math
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
+
+from agent.engines.cascade.phrase_bias import PhraseBias
 
 SAMPLE_RATE = 16_000
 
@@ -82,6 +84,7 @@ class _Start:
     hidden: np.ndarray
     past: dict[str, np.ndarray]  # the cross-attention over the audio and the start token's self-attention
     log_probs: np.ndarray  # of the first token
+    budget: int  # the most tokens the utterance may be read as
 
 
 @dataclass(frozen=True)
@@ -294,7 +297,8 @@ class MoonshineRecognizer:
     def hear(self, audio: np.ndarray, draft: Sequence[int] = (), weighable: bool = False) -> Heard:
         """``transcribe``, with the tokens; ``draft``: the tokens an earlier pass heard in the start of the same
         audio, which make this pass cheaper (the text is the same with or without it); ``weighable``: what
-        `weigh` needs is kept (the text's log-likelihood, the decoder's state after its start token)."""
+        `weigh` and `rehear` need is kept (the text's log-likelihood, the encoding, the decoder's state after
+        its start token)."""
         samples = np.asarray(audio)
         if samples.ndim != 1:
             if samples.size not in samples.shape:  # allow [1, n] or [n, 1]
@@ -316,8 +320,18 @@ class MoonshineRecognizer:
         (hidden,) = self._encoder.run(None, {self._encoder_input: padded})
 
         max_tokens = math.ceil(_TOKENS_PER_SECOND * speech.size / SAMPLE_RATE) + _EXTRA_TOKENS
-        tokens, log_prob, start = self._tokens(hidden, max_tokens, list(draft), weighable)
+        tokens, log_prob, start = self._tokens(hidden, max_tokens, list(draft), weighable, None)
         return Heard(self._decode(tokens), tuple(tokens), log_prob, start)
+
+    def rehear(self, heard: Heard, bias: PhraseBias) -> Heard | None:
+        """What the same audio reads as, leaning toward `bias`'s phrases: a second reading where the first made
+        no sense to the assistant. Decoded again from the encoding the pass kept (None where it kept none: not
+        `weighable`, or nothing heard); its `log_prob` is the model's own, to say how far it is from the first."""
+        if heard.start is None or not heard.tokens:
+            return None
+        # the first reading as the draft: where the two agree (mostly), a decoder call checks many tokens at once
+        tokens, log_prob, _ = self._tokens(heard.start.hidden, heard.start.budget, list(heard.tokens), True, bias)
+        return Heard(self._decode(tokens), tuple(tokens), log_prob, heard.start)
 
     def weigh(self, heard: Heard, texts: Sequence[str], within: float | None = None) -> list[float] | None:
         """How much less likely (natural log) each of `texts` is than what was heard, given the same audio.
@@ -336,6 +350,18 @@ class MoonshineRecognizer:
         for i, score in zip(left, self._log_likelihoods(heard.start, [spelt[i] for i in left]), strict=True):
             gaps[i] = heard.log_prob - score
         return gaps
+
+    def phrase_bias(self, phrases: Iterable[str], bonus: float) -> PhraseBias:
+        """A bias toward `phrases` as this model writes them: lower case, capitalised (a sentence's first word),
+        and short words in capitals too ("AC", "GPS")."""
+        spelt = set()
+        for phrase in phrases:
+            phrase = phrase.strip()
+            forms = {phrase, phrase[:1].upper() + phrase[1:]}
+            if len(phrase) <= 3:
+                forms.add(phrase.upper())
+            spelt.update(self.spell(form) for form in forms if form)
+        return PhraseBias(sorted(spelt), bonus)
 
     def spell(self, text: str) -> tuple[int, ...]:
         """`text` in the fewest of the model's pieces (a byte each where none fits)."""
@@ -378,11 +404,11 @@ class MoonshineRecognizer:
         return scores
 
     def _tokens(
-        self, hidden: np.ndarray, max_tokens: int, draft: list[int], weighable: bool
+        self, hidden: np.ndarray, max_tokens: int, draft: list[int], weighable: bool, bias: PhraseBias | None
     ) -> tuple[list[int], float, _Start | None]:
-        """Greedy decoding, checking guesses from `draft` in the same call as each token it is sure of; where
-        `weighable`, with their log-likelihood and the decoder's state after its start token (what `weigh` needs:
-        not worked out on every pass)."""
+        """Greedy decoding (leaning toward `bias`'s phrases), checking guesses from `draft` in the same call as
+        each token it is sure of; where `weighable`, with their log-likelihood (the model's own, unbiased) and the
+        decoder's state after its start token (what `weigh` needs: not worked out on every pass)."""
         empty = np.zeros((1, self._heads, 0, self._head_dim), dtype=np.float32)
         past = {name: empty for name in self._past_names}
         tokens: list[int] = []
@@ -404,12 +430,8 @@ class MoonshineRecognizer:
             if first and weighable:
                 past0 = {name: outputs[self._present_for_past[name]] for name in self._past_names}
                 past0 = {name: p[:, :, :1] if ".decoder." in name else p for name, p in past0.items()}
-                start = _Start(hidden, past0, _log_softmax(logits[0]))
-            best = logits.argmax(axis=-1)
-            if first and best[0] == _END_TOKEN and _softmax_at(logits[0], _END_TOKEN) < _END_AT_START:
-                row = logits[0].copy()
-                row[_END_TOKEN] = -np.inf
-                best[0] = int(np.argmax(row))
+                start = _Start(hidden, past0, _log_softmax(logits[0]), max_tokens)
+            best = self._choices(logits, tokens, guess, first, bias)
             right = 0  # guesses the model agrees with
             while right < len(guess) and best[right] == guess[right] and len(tokens) < max_tokens:
                 tokens.append(guess[right])
@@ -434,6 +456,27 @@ class MoonshineRecognizer:
             tokens.append(token)
             guess = _guess(draft, tokens)
             inputs = [token, *guess]
+
+    @staticmethod
+    def _choices(
+        logits: np.ndarray, tokens: list[int], guess: list[int], first: bool, bias: PhraseBias | None
+    ) -> np.ndarray:
+        """The token chosen at each position of a call, `bias` applied; rows after the first that does not
+        take its guess are left unchosen (never read)."""
+        if bias is None:
+            best = logits.argmax(axis=-1)
+        else:
+            best = np.zeros(len(logits), np.int64)
+            for j in range(len(logits)):
+                best[j] = int(np.argmax(bias.applied(logits[j], tokens + guess[:j])))
+                if j >= len(guess) or best[j] != guess[j]:
+                    break
+        if first and best[0] == _END_TOKEN and _softmax_at(logits[0], _END_TOKEN) < _END_AT_START:
+            row = logits[0] if bias is None else bias.applied(logits[0], tokens)
+            row = row.copy()
+            row[_END_TOKEN] = -np.inf
+            best[0] = int(np.argmax(row))
+        return best
 
     def _decode(self, tokens: list[int]) -> str:
         text = b"".join(

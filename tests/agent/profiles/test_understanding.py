@@ -8,7 +8,7 @@ import pytest
 
 from agent.profiles.dialog import DefaultAssistant, DialogContext, Seen, normalise
 from agent.profiles.in_car import InCarAssistant
-from agent.profiles.understanding import NONE, IntentModel, read_examples
+from agent.profiles.understanding import NONE, IntentModel, read_examples, vocabulary
 from benchmarks.understanding import read_corpus
 
 NOW = dt.datetime(2026, 12, 2, 20, 15, tzinfo=dt.UTC)
@@ -188,3 +188,38 @@ def test_every_heard_example_is_one_of_the_examples_as_heard(profile):
     rows = [line.split("\t") for line in text.splitlines() if not line.startswith("#")]
     assert len(rows) >= 300
     assert [said for _, _, said in rows if normalise(said) not in own] == []
+
+
+def test_acts_on_says_what_reply_would_do_without_doing_it():
+    """The second reading (agent/engines/cascade/second_reading.py) asks a policy whether it would act on a
+    reading: the same answer as its reply (acted on or answered, not asked back, not out of scope), no effect."""
+    said = [
+        "What time is it?", "How late is it?", "What's the capital of France?", "Open the sunroof.",
+        "Let some fresh air in through the roof.", "Then pre-chalp.", "Open the boot.", "Make it warmer.",
+        "Drive me to", " ... ", "Call my wife",
+    ]  # fmt: skip
+    for make in (
+        DefaultAssistant,
+        InCarAssistant,
+        lambda: InCarAssistant(IntentModel(read_examples("car"), sure=1.01)),
+    ):
+        for text in said:
+            assistant = make()
+            acts = assistant.acts_on(text)
+            car = getattr(assistant, "car", None)
+            before = car.state.snapshot() if car is not None else None
+            assert assistant.acts_on(text) == acts and (car is None or car.state.snapshot() == before), text
+            assert assistant.asked is None
+            reply = make().reply(text, CTX)
+            assert acts == (reply.intent not in ("ask", "unknown", "empty")), (text, reply)
+    near = DefaultAssistant(IntentModel(read_examples("default"), sure=1.01))
+    assert not near.acts_on("Could you check the current time for me")  # only close: asked back
+    assert near.reply("Could you check the current time for me", CTX).intent == "ask"
+    assert near.acts_on("Yes.")  # ... and its answer is acted on
+
+
+def test_the_vocabulary_is_the_words_requests_are_made_of():
+    car, default = vocabulary("car"), vocabulary("default")
+    assert {"window", "sunroof", "temperature", "fan", "seat heating", "air conditioning"} <= set(car)
+    assert {"time", "date", "camera", "repeat"} <= set(default) and "window" not in default
+    assert not {"the", "could", "please", "a"} & set(car)  # stop words every kind of speech has

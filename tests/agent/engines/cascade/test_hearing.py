@@ -30,6 +30,9 @@ class Spy:
         self.inner = inner
         self.passes: list[tuple[str, int, int]] = []
 
+    def __getattr__(self, name):  # weigh, rehear, phrase_bias: the recogniser's own
+        return getattr(self.inner, name)
+
     def transcribe(self, audio):
         return self.inner.transcribe(audio)
 
@@ -109,3 +112,33 @@ async def test_the_pass_at_the_pause_never_waits_behind_background_passes_or_a_v
     finals = [e.text for e in events if isinstance(e, TranscriptDelta) and e.role == "user" and e.final]
     assert finals and "lock" in finals[0].lower(), "no answer while the other threads were busy"
     assert any(isinstance(e, TurnEnd) for e in events)
+
+
+@pytest.mark.parametrize("second_reading", [True, False])
+async def test_a_request_heard_as_nonsense_is_read_again_leaning_toward_the_cars_words(models, second_reading):
+    """Said by a voice Moonshine hears badly, "The windscreen is steamed up." is "The winds creating stained up.":
+    read again from the same encoding, leaning toward the car's words (understanding.second_reading), it is
+    acted on; without, it is not."""
+    from agent.config import UnderstandingConfig
+    from agent.engines.base import ToolCall
+    from benchmarks.harness import espeak_rendering
+
+    engine = CascadeEngine(models=models)
+    options = {"second_reading": UnderstandingConfig(second_reading=second_reading).reading()}
+    session = await engine.open_session(get_profile("in_car"), options)
+    try:
+        said = espeak_rendering("the windscreen is steamed up", "en-gb-x-gbcwmd", speed=165)
+        events = await speak(session, said, 3.0)
+        counters = session.counters()
+    finally:
+        await session.close()
+        await engine.close()
+    finals = [e.text for e in events if isinstance(e, TranscriptDelta) and e.role == "user" and e.final]
+    calls = [e for e in events if isinstance(e, ToolCall) and e.name != "get_vehicle_state"]
+    print(finals, [(c.name, c.arguments) for c in calls], counters["second_readings"])
+    if second_reading:
+        assert finals == ["The windscreen is dammed up."] and counters["second_readings"] == 1
+        assert [(c.name, c.arguments) for c in calls] == [("set_defrost", {"which": "front", "on": True})]
+    else:
+        assert finals and "windscreen" not in finals[0].lower() and not calls
+        assert counters["second_readings"] == 0

@@ -158,3 +158,31 @@ def test_moonshine_weighs_other_texts_from_the_audio_it_heard(models, tmp_path):
     assert sure is not None and abs(sure - forced(question, heard.text) / (len(heard.tokens) + 1)) < 1e-3
     assert sure > InterruptionConfig().unsure_below
     assert recognizer.hear(question).sureness is None and recognizer.hear(np.zeros(16_000, np.float32)).sureness is None
+
+
+def test_moonshine_reads_its_audio_again_leaning_toward_an_assistants_words(models):
+    """`rehear`: "Temperature up." said by a voice the recogniser hears badly, read greedily as other words; read
+    again from the encoding the pass kept, leaning toward the car's vocabulary, it is the request. With no
+    leaning it is the first reading, token for token; its log-likelihood is the model's own (unbiased)."""
+    from agent.engines.cascade.second_reading import SecondReading
+    from agent.profiles.in_car import InCarAssistant
+    from agent.profiles.understanding import vocabulary
+
+    recognizer = models.recognizer
+    pad = np.zeros(3200, np.float32), np.zeros(4800, np.float32)
+    audio = np.concatenate([pad[0], espeak_rendering("temperature up", "en-029", speed=160), pad[1]])
+    heard = recognizer.hear(audio, weighable=True)
+    bias = recognizer.phrase_bias(vocabulary("car"), 2.0)
+    again = recognizer.rehear(heard, bias)
+    print(f"first {heard.text!r} ({heard.log_prob:.2f}), again {again.text!r} ({again.log_prob:.2f})")
+    assert "temperature" not in heard.text.lower() and again.text == "Temperature up."
+    assert recognizer.rehear(recognizer.hear(audio), bias) is None  # a pass that kept no encoding
+    assert recognizer.rehear(heard, recognizer.phrase_bias(vocabulary("car"), 0.0)).tokens == heard.tokens
+    car = InCarAssistant()
+    assert not car.acts_on(heard.text) and car.acts_on(again.text)
+    taken, yes = SecondReading(bias, within=1.0).read(recognizer, heard, car.acts_on)
+    assert yes and taken.text == again.text
+    kept, no = SecondReading(bias, within=1.0).read(recognizer, heard, lambda text: True)  # the first is acted on
+    assert not no and kept is heard
+    below = heard.log_prob - again.log_prob - 0.5  # a bound below the gap keeps the first reading
+    assert SecondReading(bias, within=below).read(recognizer, heard, car.acts_on) == (heard, False)

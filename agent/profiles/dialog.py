@@ -46,8 +46,10 @@ class Reply:
 class DialogPolicy(Protocol):
     """Whether the user may talk over a reply is the `Profile`'s say (agent/profiles/__init__.py), not the policy's.
     A policy may also say whether it `understands(text) -> bool` a request as it stands, without acting on it:
-    the end of the turn is judged by it (agent/profiles/turn_words.py). One that holds a process has
-    `close()`, called when its session ends."""
+    the end of the turn is judged by it (agent/profiles/turn_words.py); and whether it `acts_on(text) -> bool`
+    (would act on it or answer it, not ask back or refuse), with the `vocabulary` its requests are made of: a
+    spoken request it would not act on is read again (agent/engines/cascade/second_reading.py). One that holds
+    a process has `close()`, called when its session ends."""
 
     def reply(self, text: str, ctx: DialogContext) -> Reply: ...
 

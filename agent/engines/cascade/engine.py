@@ -440,10 +440,11 @@ class CascadeSession:
         """The pass a reply waits for: never behind the background passes or a verdict."""
         t0 = time.perf_counter()
         recognizer, second = self.models.recognizer, self.second_reading
-        heard = await self.engine.run(recognizer.hear, audio, self._draft, second is not None)
+        acts_on = getattr(self.policy, "acts_on", None)  # optional, as `understands` is
+        heard = await self.engine.run(recognizer.hear, audio, self._draft, second is not None and acts_on is not None)
         self._take(heard.tokens, audio.size, turn)  # the first reading: the background passes' draft
-        if second is not None:
-            heard, taken = await self.engine.run(second.read, recognizer, heard, self.policy.acts_on)
+        if second is not None and acts_on is not None:
+            heard, taken = await self.engine.run(second.read, recognizer, heard, acts_on)
             self.second_readings += taken
         return Hearing(heard.text, t0, time.perf_counter())
 

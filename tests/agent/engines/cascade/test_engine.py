@@ -95,7 +95,8 @@ def photo(image, size=(640, 480)):
 
 
 class SlowPolicy:
-    """Wraps a policy and takes 2 s over every answer: a slow turn."""
+    """Wraps a policy and takes 2 s over every answer: a slow turn. Only `reply`, all a policy needs (no
+    `understands`, no `acts_on`: the session does without a second reading)."""
 
     def __init__(self, inner):
         self.inner = inner

@@ -171,7 +171,7 @@ class CascadeEngine:
         end_silence = int(opts.get("end_silence_ms", self.end_silence_ms))  # the config's, else the engine's
         second = None
         reading = opts.get("second_reading", UnderstandingConfig().reading())  # (bonus, within), or None: off
-        if llm is None and reading and hasattr(policy, "acts_on"):
+        if llm is None and reading and hasattr(policy, "vocabulary"):
             bias = await self.run(self._bias, profile.name, policy.vocabulary, reading[0])
             second = SecondReading(bias, reading[1]) if bias is not None else None
         session = CascadeSession(self, profile, policy, detector, end_silence, llm, opts.get("interruptions"), second)
@@ -440,8 +440,8 @@ class CascadeSession:
         """The pass a reply waits for: never behind the background passes or a verdict."""
         t0 = time.perf_counter()
         recognizer, second = self.models.recognizer, self.second_reading
-        acts_on = getattr(self.policy, "acts_on", None)  # optional, as `understands` is
-        heard = await self.engine.run(recognizer.hear, audio, self._draft, second is not None and acts_on is not None)
+        acts_on = getattr(self.policy, "acts_on", None) if second is not None else None  # optional, as `understands`
+        heard = await self.engine.run(recognizer.hear, audio, self._draft, acts_on is not None)
         self._take(heard.tokens, audio.size, turn)  # the first reading: the background passes' draft
         if second is not None and acts_on is not None:
             heard, taken = await self.engine.run(second.read, recognizer, heard, acts_on)

@@ -464,16 +464,15 @@ class MoonshineRecognizer:
         """The token chosen at each position of a call, `bias` applied; rows after the first that does not
         take its guess are left unchosen (never read)."""
         if bias is None:
-            best = logits.argmax(axis=-1)
+            best, start = logits.argmax(axis=-1), logits[0]
         else:
-            best = np.zeros(len(logits), np.int64)
+            best, start = np.zeros(len(logits), np.int64), bias.applied(logits[0], tokens)
             for j in range(len(logits)):
-                best[j] = int(np.argmax(bias.applied(logits[j], tokens + guess[:j])))
+                best[j] = int(np.argmax(start if j == 0 else bias.applied(logits[j], tokens + guess[:j])))
                 if j >= len(guess) or best[j] != guess[j]:
                     break
         if first and best[0] == _END_TOKEN and _softmax_at(logits[0], _END_TOKEN) < _END_AT_START:
-            row = logits[0] if bias is None else bias.applied(logits[0], tokens)
-            row = row.copy()
+            row = start.copy()
             row[_END_TOKEN] = -np.inf
             best[0] = int(np.argmax(row))
         return best

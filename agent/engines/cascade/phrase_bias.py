@@ -34,15 +34,17 @@ class PhraseBias:
                 node = node.setdefault(int(token), {})
             self.phrases += 1
         self._starts = np.array(sorted(self._root), dtype=np.int64)
+        self._start_boost = np.zeros(0, np.float32)  # `bonus` at every phrase's first token, sized at first use
 
     def applied(self, logits: np.ndarray, prefix: Sequence[int]) -> np.ndarray:
         """`logits` (one step's, over the vocabulary) with the favoured tokens `bonus` higher."""
-        boost = np.zeros(logits.shape[-1], np.float32)
-        boost[self._starts] = self.bonus
-        going_on = self.going_on(prefix)
-        if going_on:
-            boost[np.fromiter(going_on, np.int64, len(going_on))] = self.bonus
-        return logits + boost
+        if self._start_boost.size != logits.shape[-1]:
+            self._start_boost = np.zeros(logits.shape[-1], np.float32)
+            self._start_boost[self._starts] = self.bonus
+        biased = logits + self._start_boost
+        going_on = np.fromiter(self.going_on(prefix), np.int64)
+        biased[going_on] = logits[going_on] + self.bonus  # once, a phrase's first token or not
+        return biased
 
     def going_on(self, prefix: Sequence[int]) -> set[int]:
         """The tokens that go on with a phrase the end of `prefix` is partway through (a phrase's first token

@@ -40,7 +40,8 @@ NOISE_SNR_DB = 10.0
 
 def read_corpus(profile: str, corpus: str = "requests") -> list[tuple[str, str]]:
     """(label, request) pairs of a profile's corpus: "requests"; "heldout" (fewer, written apart from it), or
-    "heldout2" (written blind, by a writer that read nothing here, after the classifier was built)."""
+    "heldout2" (written blind, by a writer that read nothing here, after the classifier was built), or "heldout3"
+    (written blind by two more, after the second reading was built; nothing of it read but its figures)."""
     pairs = []
     for line in (CORPORA / f"{corpus}-{CORPUS[profile]}.tsv").read_text("utf-8").splitlines():
         if line.strip() and not line.startswith("#"):
@@ -177,7 +178,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--spoken", action="store_true", help="also speak the corpus (espeak-ng, hibari; clean, noisy)")
     ap.add_argument("--profiles", nargs="+", default=list(PROFILES), choices=PROFILES)
-    ap.add_argument("--corpus", default="requests", choices=("requests", "heldout", "heldout2"))
+    ap.add_argument("--corpus", default="requests", choices=("requests", "heldout", "heldout2", "heldout3"))
     ap.add_argument("--no-second-reading", action="store_true", help="spoken: as heard, never read again")
     ap.add_argument("--out", type=Path, default=Path("bench-understanding.json"))
     args = ap.parse_args()

@@ -28,7 +28,7 @@ from agent.engines.cascade.models import Recognizer, moonshine_recognizer
 from agent.profiles.understanding import normalise, read_examples
 from benchmarks.corpus import under_road_noise
 from benchmarks.harness import espeak_rendering
-from benchmarks.understanding import CORPUS, read_corpus
+from benchmarks.understanding import CORPUS, NAMES, read_corpus
 
 # Voices the benchmarks do not speak with (understanding.py's ESPEAK, conversation.py's, held_words.py's)
 VOICES = [("en-gb-x-gbcwmd", 165), ("en-029", 160), ("en-us-nyc", 170)]
@@ -45,7 +45,7 @@ def corpora_requests() -> set[str]:
     """Every request of the benchmark corpora: a heard example must not be one (they are measured on)."""
     said = set()
     for profile in CORPUS:
-        for corpus in ("requests", "heldout", "heldout2"):
+        for corpus in NAMES:
             said |= {normalise(text) for _, text in read_corpus(profile, corpus)}
     return said
 

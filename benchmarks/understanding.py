@@ -10,7 +10,7 @@ speech, recognised by Moonshine base-en, and read again where the assistant woul
 (agent/engines/cascade/second_reading.py), as a session does. Prints accuracy per intent, the confusions, the
 CPU per request (understanding alone), and writes JSON with the processor named.
 
-    python -m benchmarks.understanding [--corpus requests|heldout|heldout2] [--spoken [--no-second-reading]]
+    python -m benchmarks.understanding [--corpus requests|heldout|heldout2|heldout3] [--spoken [--no-second-reading]]
         [--out FILE]
 """
 
@@ -32,6 +32,7 @@ from agent.profiles.dialog import DialogContext, Reply, Seen
 from agent.profiles.policies import make_policy
 
 CORPORA = Path(__file__).parent / "corpora"
+NAMES = ("requests", "heldout", "heldout2", "heldout3")  # the corpora, each per profile
 PROFILES = ("default", "in_car")
 CORPUS = {"default": "default", "in_car": "car"}
 ESPEAK = [("en-us", 165), ("en-gb", 155), ("en-us+f3", 175), ("en-us+m3", 180)]
@@ -178,7 +179,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--spoken", action="store_true", help="also speak the corpus (espeak-ng, hibari; clean, noisy)")
     ap.add_argument("--profiles", nargs="+", default=list(PROFILES), choices=PROFILES)
-    ap.add_argument("--corpus", default="requests", choices=("requests", "heldout", "heldout2", "heldout3"))
+    ap.add_argument("--corpus", default="requests", choices=NAMES)
     ap.add_argument("--no-second-reading", action="store_true", help="spoken: as heard, never read again")
     ap.add_argument("--out", type=Path, default=Path("bench-understanding.json"))
     args = ap.parse_args()

@@ -172,14 +172,13 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
             return Command("set_temperature", {"zone": zone, "celsius": value})
     # media
     if re.search(
-        r"\b(?:volume|louder|quieter|softer|too loud|too quiet)\b|\b(?:music|radio|sound) (?:up|down)\b",
+        r"\b(?:volume|louder|quieter|quieten|softer|too loud|too quiet)\b|\b(?:music|radio|sound) (?:up|down)\b",
         text,
     ):
         value = _number(text)
         if value is not None:
             return Command("set_volume", {"level": value})
-        down = re.search(r"\b(?:down|quieter|softer|lower)\b", text)
-        return Command("adjust_volume", {"delta": -3 if down else 3})
+        return Command("adjust_volume", {"delta": -3 if re.search(_LESS, text) else 3})
     if m := re.search(r"\b(?:switch|change|go) to (?:the )?(radio|bluetooth|usb)\b", text):
         return Command("set_media_source", {"source": m.group(1)})
     if re.search(r"\b(?:next|skip)\b.*\b(?:song|track|one)\b|^(?:next|skip)\b", text):
@@ -202,7 +201,7 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
         return Command("navigate", {"destination": m.group(1).strip(" .!?")})
     if m := re.search(r"\b(?:take|drive|get) me (home|to work)\b", text):
         return Command("navigate", {"destination": m.group(1).removeprefix("to ")})
-    if re.search(r"\bunlock\b", text):
+    if re.search(_UNLOCK, text):
         return Command("lock_doors", {"locked": False})
     if re.search(r"\block\b.*\b(?:doors?|car)\b", text):
         return Command("lock_doors", {"locked": True})
@@ -246,7 +245,12 @@ def _opening(text: str) -> bool:
 
 
 _OFF = r"\b(?:off|disable|stop|deactivate|no more|too hot|too warm|enough|kill|cut)\b"
-_LESS = r"\b(?:down|lower|less|decrease|reduce|quieter|softer|slower|too loud|too strong|too much|too noisy)\b"
+# Which way, wherever the words stand: "that's way too loud" is down, "dial it back" is less
+_LESS = (
+    r"\b(?:down|lower|less|decrease|reduce|quieter|quieten|softer|slower|too loud|too strong|too much|too noisy|"
+    r"dial (?:it |that )?back|ease off|back off|tone (?:it |that )?down|not so loud)\b"
+)
+_UNLOCK = r"\bunlock|\b(?:release|undo|disengage|take off)\b.*\block(?:s|ing)?\b"  # "release the central locking"
 _HOT = r"\b(?:hot|boiling|warm in here|sweating|stuffy|roasting|cooler|colder|cool|lower|down|reduce|less)\b"
 _COLD = r"\b(?:cold|chilly|freezing|warmer|hotter|heat|warm up|raise|up|increase|more|shivering)\b"
 _HEAT_LEVELS = {"high": 3, "max": 3, "maximum": 3, "full": 3, "medium": 2, "low": 1, "little": 1, "bit": 1}
@@ -302,5 +306,33 @@ def command_for(topic: str, raw: str, state: dict[str, Any]) -> Command | None:
     if topic == "cancel_navigation":
         return Command("cancel_navigation", {})
     if topic == "doors":
-        return Command("lock_doors", {"locked": not re.search(r"\b(?:unlock|open)\b", text)})
+        return Command("lock_doors", {"locked": not re.search(rf"{_UNLOCK}|\bopen\b", text)})
     return None
+
+
+# The intent model's car topics (`exemplars/car.tsv`), by the tools their commands call
+_TOPIC_OF = {
+    "set_window": "window",
+    "set_sunroof": "sunroof",
+    "set_seat_heating": "seat_heat",
+    "adjust_temperature": "temperature",
+    "set_temperature": "temperature",
+    "set_fan": "fan",
+    "set_ac": "ac",
+    "set_defrost": "defrost",
+    "adjust_volume": "volume",
+    "set_volume": "volume",
+    "set_media_source": "music",
+    "navigate": "navigate",
+    "cancel_navigation": "cancel_navigation",
+    "lock_doors": "doors",
+}
+TOPICS = frozenset({*_TOPIC_OF.values(), "track"})
+
+
+def topic(command: Command) -> str:
+    """The intent model's topic of a command (`command_for`'s inverse): how the model's reading is checked
+    against the grammar's."""
+    if command.tool == "media":
+        return "track" if command.arguments["action"] in ("next", "previous") else "music"
+    return _TOPIC_OF[command.tool]

@@ -204,34 +204,39 @@ class DefaultAssistant:
         asked, self.asked = self.asked, None
         if asked is not None and (yes := answer(said)) is not None:
             return Reply(self._answer(asked, None, ctx), asked) if yes else DECLINED
-        for intent, pattern in _PATTERNS:
-            m = pattern.search(said)
-            if m:
-                what = m.groupdict().get("what") or m.groupdict().get("after")
-                return Reply(self._answer(intent, what, ctx), intent)
-        intent, act = self._by_meaning(said)
+        intent, act, what = self._read(said)
         if intent is None:  # out of scope; or, in the car's model, a car topic it did not act on
             return Reply(self.OUT_OF_SCOPE, "unknown")
         if act:
-            what = m.group("what") if intent == "repeat_after" and (m := _WHAT.search(said)) else None
             return Reply(self._answer(intent, what, ctx), intent)
         self.asked = intent
         return Reply(f"Did you mean {_ASK[intent]}?", "ask")
 
-    def _by_meaning(self, said: str) -> tuple[str | None, bool]:
-        """The intent a request the grammar did not read is most like (None: out of scope), and whether it is
-        sure enough to answer (else asked back)."""
+    def _read(self, said: str) -> tuple[str | None, bool, str | None]:
+        """What `said` (normalised, not empty) asks (None: out of scope), whether it is sure enough to answer
+        (else asked back), and what to repeat. The grammar reads it word for word and the model checks it: where
+        the model is sure it asks something else (another skill, or none: "what time does the pharmacy close",
+        "help me write a card"), the grammar caught a word, not the request, and the model's reading stands. A
+        car topic the model is sure of is the car's to weigh (`InCarAssistant.understand`)."""
         guess = self.model.guess(said, cued(said, CUES))
+        for intent, pattern in _PATTERNS:
+            if m := pattern.search(said):
+                if not self.model.overrules(guess, intent, INTENTS):
+                    return intent, True, m.groupdict().get("what") or m.groupdict().get("after")
+                break
         if guess.intent not in INTENTS:
-            return None, False
+            return None, False, None
         intent = refine(guess.intent, said)
-        return intent, guess.sure or intent not in _ASK
+        what = m.group("what") if intent == "repeat_after" and (m := _WHAT.search(said)) else None
+        return intent, guess.sure or intent not in _ASK, what
 
     def acts_on(self, text: str) -> bool:
         """`reply` would answer `text` (not ask back, not say it cannot): no side effects. A request it would
         not is read again, leaning toward `vocabulary` (agent/engines/cascade/second_reading.py)."""
         said = normalise(text)
-        return bool(said) and (self.understands(said) or self._by_meaning(said)[1])
+        if not said:
+            return False
+        return (self.asked is not None and answer(said) is not None) or self._read(said)[1]
 
     def _answer(self, intent: str, what: str | None, ctx: DialogContext) -> str:
         if intent == "time":

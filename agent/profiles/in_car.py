@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from agent.profiles.car import Car
-from agent.profiles.car_intents import Command, command_for, parse
+from agent.profiles.car_intents import TOPICS, Command, command_for, parse, topic
 from agent.profiles.dialog import (
     CUES,
     DECLINED,
@@ -25,7 +25,7 @@ from agent.profiles.dialog import (
     cued,
     normalise,
 )
-from agent.profiles.understanding import NONE, IntentModel, vocabulary
+from agent.profiles.understanding import NONE, Guess, IntentModel, vocabulary
 
 CAR_HELP = (
     "In the car I can open and close the windows and the sunroof, set the temperature, fan, air conditioning "
@@ -110,22 +110,36 @@ class InCarAssistant:
         return {"name": name, "arguments": arguments, "result": self.car.call(name, arguments)}
 
     def understand(self, text: str) -> tuple[Command | None, str, bool]:
-        """What `text` asks of the car: its tool call (None: not the car's), the intent, and whether sure."""
+        """What `text` asks of the car: its tool call (None: not the car's), the intent, and whether sure. The
+        grammars read it word for word and the model checks them: where it is sure the request is another of
+        the car's topics, or nothing it can do, a word the grammar caught is not what was asked ("the roof
+        window" is the sunroof, "the back window is frosted" the rear defrost), and the model's topic stands
+        where its words say which way."""
         state = self.car.state.snapshot()
         command = parse(text, state)
-        if command is not None:
-            return command, "grammar", True
-        if self._general.understands_exactly(text):
-            return None, "general", True
         said = normalise(text)
+        if command is not None or self._general.understands_exactly(said):
+            read = (command, "grammar", True) if command is not None else (None, "general", True)
+            guess = self._guess(said)
+            if not self.model.overrules(guess, topic(command) if command else "general", TOPICS | INTENTS):
+                return read
+            if guess.intent in INTENTS:
+                return (None, "general", True) if command is not None else read  # the general assistant checks its own
+            if guess.intent == NONE:
+                return None, NONE, True
+            instead = command_for(guess.intent, text, state)
+            return (instead, guess.intent, True) if instead is not None else read
         if not said:
             return None, "general", True  # the general assistant asks again
         if NOT_MINE.search(said):
             return None, NONE, True
-        guess = self.model.guess(said, cued(said, CAR_CUES))
+        guess = self._guess(said)
         if guess.intent == NONE or guess.intent in INTENTS:
             return None, guess.intent, guess.sure
         return command_for(guess.intent, text, state), guess.intent, guess.sure
+
+    def _guess(self, said: str) -> Guess:
+        return self.model.guess(said, cued(said, CAR_CUES))
 
     @property
     def vocabulary(self) -> tuple[str, ...]:

@@ -3,11 +3,14 @@
 The grammars (`dialog.py`, `car_intents.py`) read the requests they know word for word, slots and all; a
 request they do not know ("How late is it?", "It's stuffy in here", "Let some fresh air in through the roof")
 goes to a classifier trained on examples of each intent (`exemplars/<profile>.tsv`) when the policy is built.
+The classifier also checks the grammars: where it is sure a request asks something else than a keyword the
+grammar caught ("what time does the pharmacy close", "shut the roof window"), its reading stands
+(`IntentModel.overrules`).
 It reads three things: the request's words and word pairs and its letters in fours (TF-IDF, scikit-learn),
 which say which words carry an intent wherever they stand and forgive a recogniser's near misses; and its
 WordLlama sentence vector (static embeddings distilled from Llama 2's, 256 numbers, weights and tokenizer
 inside the `wordllama` wheel, MIT: nothing is fetched), which brings words the examples never used near
-those they did. A reply costs 0.2-3 ms of CPU (`benchmarks/understanding.py`). The model places a
+those they did. A reply costs 1-12 ms of CPU (`benchmarks/understanding.py`). The model places a
 request's topic; the grammars say which way and keep the slots exact. A spoken request reaches it as the
 recogniser heard it, so it learns the examples' near misses too (`heard-<profile>.tsv`: each example said by
 espeak-ng and heard by Moonshine, `benchmarks/heard_examples.py`), "Open the door logs." with the doors.
@@ -124,9 +127,11 @@ class IntentModel:
         unsure: float = UNSURE,
         cue: float = 1.0,
         regularisation: float = 0.05,
+        overrule: float | None = None,
     ) -> None:
         """`sure`: an intent this probable is acted on; below `unsure`, nothing is (out of scope); between,
-        asked back. `cue`: how much nearer an intent whose own words the request has is (in log-odds)."""
+        asked back. `cue`: how much nearer an intent whose own words the request has is (in log-odds).
+        `overrule`: how probable another intent must be to overrule a grammar's reading (`sure` unless given)."""
         from sklearn.feature_extraction.text import TfidfVectorizer
         from sklearn.linear_model import LogisticRegression
 
@@ -139,6 +144,7 @@ class IntentModel:
         features = self._features(requests, fit=True)
         self._classifier = LogisticRegression(C=1 / regularisation, max_iter=300).fit(features, labels)
         self.sure, self.unsure, self.cue = sure, unsure, cue
+        self.overrule = sure if overrule is None else overrule
 
     def _features(self, texts: list[str], fit: bool = False) -> Any:
         from scipy import sparse
@@ -163,6 +169,13 @@ class IntentModel:
     def probabilities(self, text: str) -> np.ndarray:
         """Per intent (in `intents` order), before any cue."""
         return np.exp(self.log_probabilities(text))
+
+    def overrules(self, guess: Guess, read: str, among: Iterable[str] = ()) -> bool:
+        """Whether `guess`, of something other than what a grammar `read`, is taken instead: it is when the model
+        is as sure as it must be to act (`overrule`, `sure` by default) of an intent `among` those given, or of
+        none (out of scope). The threshold was chosen by five-fold cross-validation on the examples alone
+        (`python -m benchmarks.intent_folds`)."""
+        return guess.intent != read and guess.score >= self.overrule and (guess.intent == NONE or guess.intent in among)
 
     def guess(self, text: str, cued: Iterable[str] = ()) -> Guess:
         """`cued`: intents whose own words the request has ("degrees", "camera"): each is `cue` more likely."""

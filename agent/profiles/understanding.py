@@ -17,7 +17,8 @@ recogniser heard it, so it learns the examples' near misses too (`heard-<profile
 espeak-ng and heard by Moonshine, `benchmarks/heard_examples.py`), "Open the door logs." with the doors.
 
 "none" is one more intent, trained on requests no skill answers (the weather, a joke): a request most like
-those, or like nothing (no intent above `UNSURE`), is out of scope and said so; one only fairly likely
+those, or like nothing (no intent above `UNSURE`, or by MiniLM's vector near no example of the intent it is
+taken for: `NOVEL`), is out of scope and said so; one only fairly likely
 (below `SURE`) is asked back ("Did you mean ...?"). An intent whose own words the request has (the policy's
 cues: "weekend", "air con") is a little more likely. The two thresholds were chosen by five-fold
 cross-validation on the examples alone, never on a benchmark's corpus: at 0.5 and 0.3, 86 % of the default
@@ -45,6 +46,10 @@ SURE, UNSURE = 0.5, 0.3  # probabilities: act on it; below, ask back; below that
 # How much MiniLM's sentence vector weighs beside the rest (`sentence_vectors.py`): chosen by five-fold
 # cross-validation on the examples (`python -m benchmarks.intent_folds --sentences 0 1 2 3`)
 SENTENCES = 2.0
+# A request nearer no example of the intent it is taken for than this (cosine of MiniLM's vectors) is out of
+# scope: chosen the same way (`--novel`), by the sum over both assistants of the shares understood, out of scope
+# said so and misheard acted on as meant, less misheard acted on otherwise
+NOVEL = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,11 +141,14 @@ class IntentModel:
         regularisation: float = 0.05,
         overrule: float | None = None,
         sentences: float = 0.0,
+        novel: float = 0.0,
     ) -> None:
         """`sure`: an intent this probable is acted on; below `unsure`, nothing is (out of scope); between,
         asked back. `cue`: how much nearer an intent whose own words the request has is (in log-odds).
         `overrule`: how probable another intent must be to overrule a grammar's reading (`sure` unless given).
-        `sentences`: the weight of MiniLM's sentence vector among the features (0: not read)."""
+        `sentences`: the weight of MiniLM's sentence vector among the features (0: not read). `novel`: with
+        it, a request whose MiniLM vector is no nearer (cosine) than this to any example of the intent it is
+        taken for is like nothing the model knows of it, and out of scope (0: never)."""
         from sklearn.feature_extraction.text import TfidfVectorizer
         from sklearn.linear_model import LogisticRegression
 
@@ -150,22 +158,29 @@ class IntentModel:
         labels = np.array([self.intents.index(intent) for intent, _ in examples])
         self._words = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, token_pattern=r"[a-z0-9']+")
         self._letters = TfidfVectorizer(analyzer="char_wb", ngram_range=(4, 4), sublinear_tf=True)
-        self.sentences = sentences
-        features = self._features(requests, fit=True)
+        self.sentences, self.novel = sentences, novel if sentences else 0.0
+        self._examples = (self._sentence(requests, keep=True), labels)  # each example's MiniLM vector, its intent
+        features = self._features(requests, self._examples[0], fit=True)
         self._classifier = LogisticRegression(C=1 / regularisation, max_iter=300).fit(features, labels)
         self.sure, self.unsure, self.cue = sure, unsure, cue
         self.overrule = sure if overrule is None else overrule
 
-    def _features(self, texts: list[str], fit: bool = False) -> Any:
+    def _sentence(self, texts: list[str], keep: bool = False) -> np.ndarray | None:
+        """MiniLM's vectors of `texts` (normalised), where the model reads them."""
+        if not self.sentences:
+            return None
+        from agent.profiles.sentence_vectors import vectors
+
+        return vectors(texts, keep=keep)
+
+    def _features(self, texts: list[str], sentence: np.ndarray | None, fit: bool = False) -> Any:
         from scipy import sparse
 
         words = self._words.fit_transform(texts) if fit else self._words.transform(texts)
         letters = self._letters.fit_transform(texts) if fit else self._letters.transform(texts)
         parts = [words, letters, sparse.csr_matrix(embed(texts))]
-        if self.sentences:
-            from agent.profiles.sentence_vectors import vectors
-
-            parts.append(sparse.csr_matrix(self.sentences * vectors(texts, keep=fit)))
+        if sentence is not None:
+            parts.append(sparse.csr_matrix(self.sentences * sentence))
         return sparse.hstack(parts).tocsr()
 
     @classmethod
@@ -181,14 +196,17 @@ class IntentModel:
                     "sentence vectors, less well", sentence_vectors.PACKAGE
                 )
             sentences = SENTENCES if sentence_vectors.available() else 0.0
-            model = cls(read_examples(profile) + read_examples(profile, heard=True), sentences=sentences)
+            examples = read_examples(profile) + read_examples(profile, heard=True)
+            model = cls(examples, sentences=sentences, novel=NOVEL)
             with _lock:
                 _models.setdefault(profile, model)
         return _models[profile]
 
-    def log_probabilities(self, text: str) -> np.ndarray:
-        """Per intent (in `intents` order), before any cue."""
-        return self._classifier.predict_log_proba(self._features([normalise(text)]))[0]
+    def log_probabilities(self, text: str, sentence: np.ndarray | None = None) -> np.ndarray:
+        """Per intent (in `intents` order), before any cue; `sentence`: the text's MiniLM vector (a row), if made."""
+        said = [normalise(text)]
+        features = self._features(said, self._sentence(said) if sentence is None else sentence)
+        return self._classifier.predict_log_proba(features)[0]
 
     def probabilities(self, text: str) -> np.ndarray:
         """Per intent (in `intents` order), before any cue."""
@@ -205,7 +223,8 @@ class IntentModel:
         """`cued`: intents whose own words the request has ("degrees", "camera"): each is `cue` more likely."""
         if not normalise(text):  # nothing of it a word ("???", another script): WordLlama gives no vector
             return Guess(NONE, 0.0, False)
-        z = self.log_probabilities(text)
+        sentence = self._sentence([normalise(text)])
+        z = self.log_probabilities(text, sentence)
         for intent in cued:
             if intent in self.intents:
                 z[self.intents.index(intent)] += self.cue
@@ -215,4 +234,14 @@ class IntentModel:
         intent, probability = self.intents[i], float(p[i])
         if intent == NONE or probability < self.unsure:
             return Guess(NONE, probability, True)
+        if self._novel(sentence, i):  # scored as likely as "none" is: it does not overrule a grammar
+            return Guess(NONE, float(p[self.intents.index(NONE)]) if NONE in self.intents else 0.0, True)
         return Guess(intent, probability, probability >= self.sure)
+
+    def _novel(self, sentence: np.ndarray | None, intent: int) -> bool:
+        """Whether a request's MiniLM vector is nearer no example of `intent` than `novel`: words misheard into
+        nothing ("Then pre-chalp.") that the classifier still places, far from anything it learnt."""
+        vectors, labels = self._examples
+        if not self.novel or sentence is None or vectors is None:
+            return False
+        return float((vectors[labels == intent] @ sentence[0]).max()) < self.novel

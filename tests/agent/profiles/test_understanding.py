@@ -9,7 +9,7 @@ import pytest
 from agent.profiles.car_intents import parse
 from agent.profiles.dialog import DefaultAssistant, DialogContext, Seen, normalise
 from agent.profiles.in_car import InCarAssistant
-from agent.profiles.understanding import NONE, SENTENCES, IntentModel, read_examples, vocabulary
+from agent.profiles.understanding import NONE, NOVEL, SENTENCES, IntentModel, read_examples, vocabulary
 from benchmarks.understanding import read_corpus
 
 NOW = dt.datetime(2026, 12, 2, 20, 15, tzinfo=dt.UTC)
@@ -161,6 +161,19 @@ def test_minilms_vector_reads_examples_it_never_saw_better(profile):
     placed = [sum(m.guess(t).intent == i for i, t in unseen) for m in models]
     assert placed[1] >= placed[0] + 0.02 * len(unseen), placed
     assert IntentModel.for_profile(profile).sentences == SENTENCES  # the assistants' models read it
+
+
+def test_words_misheard_into_nothing_are_out_of_scope():
+    """Fails without the nearness gate (`novel=0`): "Then pre-chalp." (Moonshine's reading of "temperature up" in
+    a voice it hears badly) is near no example, but the classifier still placed it, as a goodbye (0.71), and the
+    car said goodbye; with the gate, it is out of scope (and so read again, leaning toward the car's words)."""
+    said = "Then pre-chalp."
+    model = IntentModel.for_profile("car")
+    assert model.novel == NOVEL and model.guess(said).intent == NONE
+    assert InCarAssistant().reply(said, CTX).intent == "unknown"
+    ungated = IntentModel(read_examples("car") + read_examples("car", heard=True), sentences=SENTENCES)
+    assert ungated.guess(said).intent not in (NONE, "temperature")
+    assert model.guess("Temperature up.").intent == "temperature"  # what was said is near its examples
 
 
 def test_a_reading_by_meaning_does_not_end_a_turn_sooner():

@@ -72,12 +72,13 @@ def main() -> None:
         for n, (intent, request) in enumerate(own):
             heard = recognizer.hear(said(n, request, SNR_DB, seed=20_000), weighable=True)
             row: dict[str, Any] = {"intent": intent, "said": request, "meant": understood(profile, request)[0]}
-            row["first"] = {"heard": heard.text, "got": understood(profile, heard.text)[0], "acts": acts(heard.text)}
+            first = understood(profile, heard.text, heard=True)[0]
+            row["first"] = {"heard": heard.text, "got": first, "acts": acts(heard.text)}
             for b, bias in biases.items():
                 c0 = time.process_time()
                 again = recognizer.rehear(heard, bias) or heard
                 cpu[b].append((time.process_time() - c0) * 1000)
-                got = understood(profile, again.text)[0]
+                got = understood(profile, again.text, heard=True)[0]
                 gap = heard.log_prob - again.log_prob
                 row[f"lean {b:g}"] = {"heard": again.text, "got": got, "gap": gap, "acts": acts(again.text)}
             rows.append(row)

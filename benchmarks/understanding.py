@@ -86,12 +86,13 @@ def label_of(reply: Reply, before: dict[str, Any]) -> str:
     return reply.intent  # time, date, ..., "ask"
 
 
-def understood(profile: str, text: str) -> tuple[str, float]:
-    """The label a fresh policy answers `text` with, and the CPU seconds its reply took."""
+def understood(profile: str, text: str, heard: bool = False) -> tuple[str, float]:
+    """The label a fresh policy answers `text` with (typed, or as a recogniser `heard` it), and the CPU seconds
+    its reply took."""
     policy = make_policy(profile)
     car = getattr(policy, "car", None)
     before = car.state.snapshot() if car is not None else {}
-    ctx = DialogContext(dt.datetime(2026, 12, 2, 9, 30), lambda: Seen(1), [("Hello there.", "Hello!")])
+    ctx = DialogContext(dt.datetime(2026, 12, 2, 9, 30), lambda: Seen(1), [("Hello there.", "Hello!")], heard)
     t0 = time.process_time()
     reply = policy.reply(text, ctx)
     return label_of(reply, before), time.process_time() - t0
@@ -157,7 +158,7 @@ def spoken(profile: str, corpus: str, snr_db: float | None, second_reading: bool
             first = heard.text
             if second is not None:
                 heard, _ = second.read(recognizer, heard, make_policy(profile).acts_on)
-            got, _ = understood(profile, heard.text)
+            got, _ = understood(profile, heard.text, heard=True)
             who = voice if k == 0 else "hibari"
             row = {"label": label, "said": text, "heard": heard.text, "voice": who, "got": got}
             rows.append(row | ({"first_reading": first} if first != heard.text else {}))

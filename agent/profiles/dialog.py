@@ -32,6 +32,7 @@ class DialogContext:
     now: dt.datetime
     seen: Callable[[], Seen]  # computed only when a reply needs it (face detection costs)
     history: list[tuple[str, str]] = field(default_factory=list)  # (user, assistant) turns
+    heard: bool = False  # the words are what a recogniser heard (they may be misheard), not what was typed
 
 
 @dataclass
@@ -204,7 +205,7 @@ class DefaultAssistant:
         asked, self.asked = self.asked, None
         if asked is not None and (yes := answer(said)) is not None:
             return Reply(self._answer(asked, None, ctx), asked) if yes else DECLINED
-        intent, act, what = self._read(said)
+        intent, act, what = self._read(said, ctx.heard)
         if intent is None:  # out of scope; or, in the car's model, a car topic it did not act on
             return Reply(self.OUT_OF_SCOPE, "unknown")
         if act:
@@ -212,13 +213,14 @@ class DefaultAssistant:
         self.asked = intent
         return Reply(f"Did you mean {_ASK[intent]}?", "ask")
 
-    def _read(self, said: str) -> tuple[str | None, bool, str | None]:
+    def _read(self, said: str, heard: bool) -> tuple[str | None, bool, str | None]:
         """What `said` (normalised, not empty) asks (None: out of scope), whether it is sure enough to answer
         (else asked back), and what to repeat. The grammar reads it word for word and the model checks it: where
         the model is sure it asks something else (another skill, or none: "what time does the pharmacy close",
         "help me write a card"), the grammar caught a word, not the request, and the model's reading stands. A
-        car topic the model is sure of is the car's to weigh (`InCarAssistant.understand`)."""
-        guess = self.model.guess(said, cued(said, CUES))
+        car topic the model is sure of is the car's to weigh (`InCarAssistant.understand`). `heard`: see
+        `IntentModel.guess`."""
+        guess = self.model.guess(said, cued(said, CUES), heard)
         for intent, pattern in _PATTERNS:
             if m := pattern.search(said):
                 if not self.model.overrules(guess, intent, INTENTS):
@@ -231,12 +233,12 @@ class DefaultAssistant:
         return intent, guess.sure or intent not in _ASK, what
 
     def acts_on(self, text: str) -> bool:
-        """`reply` would answer `text` (not ask back, not say it cannot): no side effects. A request it would
+        """`reply` would answer `text` heard (not ask back, not say it cannot): no side effects. A request it would
         not is read again, leaning toward `vocabulary` (agent/engines/cascade/second_reading.py)."""
         said = normalise(text)
         if not said:
             return False
-        return (self.asked is not None and answer(said) is not None) or self._read(said)[1]
+        return (self.asked is not None and answer(said) is not None) or self._read(said, heard=True)[1]
 
     def _answer(self, intent: str, what: str | None, ctx: DialogContext) -> str:
         if intent == "time":

@@ -109,18 +109,18 @@ class InCarAssistant:
     def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         return {"name": name, "arguments": arguments, "result": self.car.call(name, arguments)}
 
-    def understand(self, text: str) -> tuple[Command | None, str, bool]:
+    def understand(self, text: str, heard: bool = False) -> tuple[Command | None, str, bool]:
         """What `text` asks of the car: its tool call (None: not the car's), the intent, and whether sure. The
         grammars read it word for word and the model checks them: where it is sure the request is another of
         the car's topics, or nothing it can do, a word the grammar caught is not what was asked ("the roof
         window" is the sunroof, "the back window is frosted" the rear defrost), and the model's topic stands
-        where its words say which way."""
+        where its words say which way. `heard`: see `IntentModel.guess`."""
         state = self.car.state.snapshot()
         command = parse(text, state)
         said = normalise(text)
         if command is not None or self._general.understands_exactly(said):
             read = (command, "grammar", True) if command is not None else (None, "general", True)
-            guess = self._guess(said)
+            guess = self._guess(said, heard)
             if not self.model.overrules(guess, topic(command) if command else "general", TOPICS | INTENTS):
                 return read
             if guess.intent in INTENTS:
@@ -133,13 +133,13 @@ class InCarAssistant:
             return None, "general", True  # the general assistant asks again
         if NOT_MINE.search(said):
             return None, NONE, True
-        guess = self._guess(said)
+        guess = self._guess(said, heard)
         if guess.intent == NONE or guess.intent in INTENTS:
             return None, guess.intent, guess.sure
         return command_for(guess.intent, text, state), guess.intent, guess.sure
 
-    def _guess(self, said: str) -> Guess:
-        return self.model.guess(said, cued(said, CAR_CUES))
+    def _guess(self, said: str, heard: bool) -> Guess:
+        return self.model.guess(said, cued(said, CAR_CUES), heard)
 
     @property
     def vocabulary(self) -> tuple[str, ...]:
@@ -147,14 +147,14 @@ class InCarAssistant:
         return vocabulary("car")
 
     def acts_on(self, text: str) -> bool:
-        """`reply` would act on `text` or answer it (not ask back, not say it cannot): no side effects; see
+        """`reply` would act on `text` heard or answer it (not ask back, not say it cannot): no side effects; see
         `DefaultAssistant.acts_on`."""
         said = normalise(text)
         if not said:
             return False
         if self.asked is not None and answer(said) is not None:
             return True
-        command, intent, sure = self.understand(text)
+        command, intent, sure = self.understand(text, heard=True)
         if command is not None:
             return sure
         if intent in ("grammar", "general") or intent in INTENTS:
@@ -173,7 +173,7 @@ class InCarAssistant:
         asked, self.asked = self.asked, None
         if asked is not None and (yes := answer(said)) is not None:
             return self._act(asked) if yes else DECLINED
-        command, intent, sure = self.understand(text)
+        command, intent, sure = self.understand(text, ctx.heard)
         if command is not None and sure:
             return self._act(command)
         if command is not None:

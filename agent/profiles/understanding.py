@@ -17,8 +17,8 @@ recogniser heard it, so it learns the examples' near misses too (`heard-<profile
 espeak-ng and heard by Moonshine, `benchmarks/heard_examples.py`), "Open the door logs." with the doors.
 
 "none" is one more intent, trained on requests no skill answers (the weather, a joke): a request most like
-those, or like nothing (no intent above `UNSURE`, or by MiniLM's vector near no example of the intent it is
-taken for: `NOVEL`), is out of scope and said so; one only fairly likely
+those, or like nothing (no intent above `UNSURE`; or, heard, by MiniLM's vector near no example of the intent
+it is taken for: `NOVEL`), is out of scope and said so; one only fairly likely
 (below `SURE`) is asked back ("Did you mean ...?"). An intent whose own words the request has (the policy's
 cues: "weekend", "air con") is a little more likely. The two thresholds were chosen by five-fold
 cross-validation on the examples alone, never on a benchmark's corpus: at 0.5 and 0.3, 86 % of the default
@@ -46,9 +46,9 @@ SURE, UNSURE = 0.5, 0.3  # probabilities: act on it; below, ask back; below that
 # How much MiniLM's sentence vector weighs beside the rest (`sentence_vectors.py`): chosen by five-fold
 # cross-validation on the examples (`python -m benchmarks.intent_folds --sentences 0 1 2 3`)
 SENTENCES = 2.0
-# A request nearer no example of the intent it is taken for than this (cosine of MiniLM's vectors) is out of
-# scope: chosen the same way (`--novel`), by the sum over both assistants of the shares understood, out of scope
-# said so and misheard acted on as meant, less misheard acted on otherwise
+# A heard request nearer no example of the intent it is taken for than this (cosine of MiniLM's vectors) is out
+# of scope: chosen the same way (`--novel`), by the sum over both assistants of the shares of the misheard
+# examples acted on as meant, less those acted on otherwise
 NOVEL = 0.5
 
 
@@ -147,8 +147,8 @@ class IntentModel:
         asked back. `cue`: how much nearer an intent whose own words the request has is (in log-odds).
         `overrule`: how probable another intent must be to overrule a grammar's reading (`sure` unless given).
         `sentences`: the weight of MiniLM's sentence vector among the features (0: not read). `novel`: with
-        it, a request whose MiniLM vector is no nearer (cosine) than this to any example of the intent it is
-        taken for is like nothing the model knows of it, and out of scope (0: never)."""
+        it, a heard request whose MiniLM vector is no nearer (cosine) than this to any example of the intent it
+        is taken for is like nothing the model knows of it, and out of scope (0: never)."""
         from sklearn.feature_extraction.text import TfidfVectorizer
         from sklearn.linear_model import LogisticRegression
 
@@ -219,8 +219,11 @@ class IntentModel:
         (`python -m benchmarks.intent_folds`)."""
         return guess.intent != read and guess.score >= self.overrule and (guess.intent == NONE or guess.intent in among)
 
-    def guess(self, text: str, cued: Iterable[str] = ()) -> Guess:
-        """`cued`: intents whose own words the request has ("degrees", "camera"): each is `cue` more likely."""
+    def guess(self, text: str, cued: Iterable[str] = (), heard: bool = False) -> Guess:
+        """`cued`: intents whose own words the request has ("degrees", "camera"): each is `cue` more likely.
+        `heard`: the text is what a recogniser heard, which may be misheard into nothing: then, near no example
+        of the intent it is taken for (`novel`), it is out of scope. Typed, it is what the user meant to say,
+        however unlike the examples (a long preamble, "copy me: ...")."""
         if not normalise(text):  # nothing of it a word ("???", another script): WordLlama gives no vector
             return Guess(NONE, 0.0, False)
         sentence = self._sentence([normalise(text)])
@@ -234,7 +237,7 @@ class IntentModel:
         intent, probability = self.intents[i], float(p[i])
         if intent == NONE or probability < self.unsure:
             return Guess(NONE, probability, True)
-        if self._novel(sentence, i):  # scored as likely as "none" is: it does not overrule a grammar
+        if heard and self._novel(sentence, i):  # scored as likely as "none" is: it does not overrule a grammar
             return Guess(NONE, float(p[self.intents.index(NONE)]) if NONE in self.intents else 0.0, True)
         return Guess(intent, probability, probability >= self.sure)
 

@@ -450,7 +450,7 @@ class CascadeSession:
 
     async def _prepare_heard(self, heard: asyncio.Task[Hearing]) -> Prepared:
         h = await asyncio.shield(heard)  # the verdict reads it too, and a dropped reply must not cancel it
-        prepared = await self._prepare(h.text)
+        prepared = await self._prepare(h.text, heard=True)
         prepared.timings["recognition_ms"] = (h.done - h.started) * 1000
         prepared.timings["prepare_ms"] = (time.perf_counter() - h.started) * 1000  # recognition to first speech
         prepared.heard_at = h.done
@@ -465,7 +465,7 @@ class CascadeSession:
             return None, f"no {language(lang)} voice here: captions only"
         return voice, None
 
-    async def _prepare(self, text: str) -> Prepared:
+    async def _prepare(self, text: str, heard: bool = False) -> Prepared:
         if self.llm is not None:
             return await self._prepare_llm(text, self.llm)
         tick = self.turns.tick
@@ -475,7 +475,7 @@ class CascadeSession:
 
         def work() -> Prepared:
             t0 = time.perf_counter()
-            reply = self.policy.reply(text, DialogContext(self.engine.now(), seen, list(self.history)))
+            reply = self.policy.reply(text, DialogContext(self.engine.now(), seen, list(self.history), heard))
             t1 = time.perf_counter()
             voice, notice = self._speaker(reply.lang, reply.speak)
             speech = voice.stream(reply.text) if voice is not None and reply.text else iter(())

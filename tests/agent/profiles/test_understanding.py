@@ -14,6 +14,7 @@ from benchmarks.understanding import read_corpus
 
 NOW = dt.datetime(2026, 12, 2, 20, 15, tzinfo=dt.UTC)
 CTX = DialogContext(NOW, lambda: Seen(2), [("Hello.", "Hello! How can I help?")])
+HEARD = DialogContext(NOW, lambda: Seen(2), [("Hello.", "Hello! How can I help?")], heard=True)
 
 
 @pytest.mark.parametrize(
@@ -166,14 +167,17 @@ def test_minilms_vector_reads_examples_it_never_saw_better(profile):
 def test_words_misheard_into_nothing_are_out_of_scope():
     """Fails without the nearness gate (`novel=0`): "Then pre-chalp." (Moonshine's reading of "temperature up" in
     a voice it hears badly) is near no example, but the classifier still placed it, as a goodbye (0.71), and the
-    car said goodbye; with the gate, it is out of scope (and so read again, leaning toward the car's words)."""
+    car said goodbye; heard, it is out of scope now (and so read again, leaning toward the car's words). Typed, a
+    request is what the user meant, however unlike the examples: the gate is for what was heard."""
     said = "Then pre-chalp."
     model = IntentModel.for_profile("car")
-    assert model.novel == NOVEL and model.guess(said).intent == NONE
-    assert InCarAssistant().reply(said, CTX).intent == "unknown"
+    assert model.novel == NOVEL and model.guess(said, heard=True).intent == NONE
+    assert InCarAssistant().reply(said, HEARD).intent == "unknown"
+    assert not InCarAssistant().acts_on(said)  # the second reading asks of what was heard
     ungated = IntentModel(read_examples("car") + read_examples("car", heard=True), sentences=SENTENCES)
-    assert ungated.guess(said).intent not in (NONE, "temperature")
-    assert model.guess("Temperature up.").intent == "temperature"  # what was said is near its examples
+    assert ungated.guess(said, heard=True).intent not in (NONE, "temperature")
+    assert model.guess(said).intent == ungated.guess(said).intent  # typed
+    assert model.guess("Temperature up.", heard=True).intent == "temperature"  # what was said is near its examples
 
 
 def test_a_reading_by_meaning_does_not_end_a_turn_sooner():
@@ -259,7 +263,8 @@ def test_every_heard_example_is_one_of_the_examples_as_heard(profile):
 
 def test_acts_on_says_what_reply_would_do_without_doing_it():
     """The second reading (agent/engines/cascade/second_reading.py) asks a policy whether it would act on a
-    reading: the same answer as its reply (acted on or answered, not asked back, not out of scope), no effect."""
+    reading: the same answer as its reply to it heard (acted on or answered, not asked back, not out of scope),
+    no effect."""
     said = [
         "What time is it?", "How late is it?", "What's the capital of France?", "Open the sunroof.",
         "Let some fresh air in through the roof.", "Then pre-chalp.", "Open the boot.", "Make it warmer.",
@@ -277,7 +282,7 @@ def test_acts_on_says_what_reply_would_do_without_doing_it():
             before = car.state.snapshot() if car is not None else None
             assert assistant.acts_on(text) == acts and (car is None or car.state.snapshot() == before), text
             assert assistant.asked is None
-            reply = make().reply(text, CTX)
+            reply = make().reply(text, HEARD)  # the second reading asks it of what was heard
             assert acts == (reply.intent not in ("ask", "unknown", "empty")), (text, reply)
     near = DefaultAssistant(IntentModel(read_examples("default"), sure=1.01))
     assert not near.acts_on("Could you check the current time for me")  # only close: asked back

@@ -148,11 +148,29 @@ async def test_camera_sessions_answer_in_parallel_and_slow_turn_keeps_others_flo
         assert gaps.max() < 0.5, f"a {gaps.max() * 1000:.0f} ms gap in a session's audio"
 
 
+class ToldHeard:
+    """Wraps a policy and keeps, for each reply, its text and whether the session said it was heard."""
+
+    def __init__(self, inner):
+        self.inner, self.told = inner, []
+
+    def reply(self, text, ctx):
+        self.told.append((text, ctx.heard))
+        return self.inner.reply(text, ctx)
+
+    def __getattr__(self, name):  # understands, acts_on, vocabulary
+        return getattr(self.inner, name)
+
+
 async def test_partial_transcripts_while_speaking_and_typed_text(models, tmp_path):
+    """Also: the policy is told a spoken turn's words were heard (they may be misheard into nothing:
+    `IntentModel.guess`) and a typed one's were not."""
     long_question = spoken("Repeat after me, good morning everyone, I hope you are having a wonderful day.", tmp_path)
     async with running(make_config("cascade")) as server:
         client = AgentClient(ws_url(server))
         await client.connect()
+        engine_session = server.sessions[client.answer["session"]].pump.engine
+        engine_session.policy = policy = ToldHeard(engine_session.policy)
         await media_flowing(client)
         turn = await ask(client, long_question)
         start = len(client.messages)
@@ -172,6 +190,8 @@ async def test_partial_transcripts_while_speaking_and_typed_text(models, tmp_pat
     assert reply.startswith('You said: "Repeat after me, good morning')
     assert typed["endpoint_ms"] is None  # typed: no end-of-turn wait
     assert np.abs(typed_audio).max() > 0.05  # the typed question was answered aloud
+    assert {heard for text, heard in policy.told if text == "what did I say"} == {False}
+    assert {heard for text, heard in policy.told if "good morning" in text.lower()} == {True}
 
 
 async def test_text_only_replies_are_not_spoken(models):

@@ -124,7 +124,7 @@ class InCarAssistant:
             if not self.model.overrules(guess, topic(command) if command else "general", TOPICS | INTENTS):
                 return read
             if guess.intent in INTENTS:
-                return (None, "general", True) if command is not None else read  # the general assistant checks its own
+                return None, "general", True  # the general assistant checks its own grammar
             if guess.intent == NONE:
                 return None, NONE, True
             instead = command_for(guess.intent, text, state)

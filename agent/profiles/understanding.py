@@ -164,6 +164,9 @@ class IntentModel:
         self._classifier = LogisticRegression(C=1 / regularisation, max_iter=300).fit(features, labels)
         self.sure, self.unsure, self.cue = sure, unsure, cue
         self.overrule = sure if overrule is None else overrule
+        # a turn asks of the same words several times (the second reading's `acts_on`, the reply, the general
+        # assistant's reply within the car's): the last few requests' readings are kept, not computed again
+        self._scores = functools.lru_cache(maxsize=256)(self._read)
 
     def _sentence(self, texts: list[str], keep: bool = False) -> np.ndarray | None:
         """MiniLM's vectors of `texts` (normalised), where the model reads them."""
@@ -202,11 +205,15 @@ class IntentModel:
                 _models.setdefault(profile, model)
         return _models[profile]
 
-    def log_probabilities(self, text: str, sentence: np.ndarray | None = None) -> np.ndarray:
-        """Per intent (in `intents` order), before any cue; `sentence`: the text's MiniLM vector (a row), if made."""
-        said = [normalise(text)]
-        features = self._features(said, self._sentence(said) if sentence is None else sentence)
-        return self._classifier.predict_log_proba(features)[0]
+    def _read(self, said: str) -> tuple[np.ndarray, np.ndarray | None]:
+        """A normalised request's log-probabilities per intent (in `intents` order, before any cue) and its MiniLM
+        vector (a row), for `_scores` to keep."""
+        sentence = self._sentence([said])
+        return self._classifier.predict_log_proba(self._features([said], sentence))[0], sentence
+
+    def log_probabilities(self, text: str) -> np.ndarray:
+        """Per intent (in `intents` order), before any cue."""
+        return self._scores(normalise(text))[0].copy()
 
     def probabilities(self, text: str) -> np.ndarray:
         """Per intent (in `intents` order), before any cue."""
@@ -226,8 +233,8 @@ class IntentModel:
         however unlike the examples (a long preamble, "copy me: ...")."""
         if not normalise(text):  # nothing of it a word ("???", another script): WordLlama gives no vector
             return Guess(NONE, 0.0, False)
-        sentence = self._sentence([normalise(text)])
-        z = self.log_probabilities(text, sentence)
+        z, sentence = self._scores(normalise(text))
+        z = z.copy()
         for intent in cued:
             if intent in self.intents:
                 z[self.intents.index(intent)] += self.cue

@@ -180,6 +180,18 @@ def test_words_misheard_into_nothing_are_out_of_scope():
     assert model.guess("Temperature up.", heard=True).intent == "temperature"  # what was said is near its examples
 
 
+def test_a_turns_words_are_read_once():
+    """Fails without the model's kept readings (`IntentModel._scores`): the second reading's `acts_on`, the reply
+    and, in the car, the general assistant's reply each read the same words again (MiniLM, TF-IDF, the
+    classifier: a few ms each, on the way to the reply)."""
+    said = "Could you tell me what you're good for?"
+    car = InCarAssistant()
+    before = car.model._scores.cache_info()
+    assert car.acts_on(said) and car.reply(said, HEARD).intent == "help"
+    after = car.model._scores.cache_info()
+    assert after.misses - before.misses == 1 and after.hits > before.hits
+
+
 def test_a_reading_by_meaning_does_not_end_a_turn_sooner():
     """Only the grammar's reading says a turn is finished (agent/profiles/turn_words.py): a near example is no
     proof the user has stopped."""

@@ -10,8 +10,8 @@ speech, recognised by Moonshine base-en, and read again where the assistant woul
 (agent/engines/cascade/second_reading.py), as a session does. Prints accuracy per intent, the confusions, the
 CPU per request (understanding alone), and writes JSON with the processor named.
 
-    python -m benchmarks.understanding [--corpus requests|heldout|heldout2|heldout3] [--spoken [--no-second-reading]]
-        [--out FILE]
+    python -m benchmarks.understanding [--corpus requests|heldout|heldout2|heldout3|heldout4]
+        [--spoken [--no-second-reading]] [--out FILE]
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from agent.profiles.dialog import DialogContext, Reply, Seen
 from agent.profiles.policies import make_policy
 
 CORPORA = Path(__file__).parent / "corpora"
-NAMES = ("requests", "heldout", "heldout2", "heldout3")  # the corpora, each per profile
+NAMES = ("requests", "heldout", "heldout2", "heldout3", "heldout4")  # the corpora, each per profile
 PROFILES = ("default", "in_car")
 CORPUS = {"default": "default", "in_car": "car"}
 ESPEAK = [("en-us", 165), ("en-gb", 155), ("en-us+f3", 175), ("en-us+m3", 180)]
@@ -42,7 +42,8 @@ NOISE_SNR_DB = 10.0
 def read_corpus(profile: str, corpus: str = "requests") -> list[tuple[str, str]]:
     """(label, request) pairs of a profile's corpus: "requests"; "heldout" (fewer, written apart from it), or
     "heldout2" (written blind, by a writer that read nothing here, after the classifier was built), or "heldout3"
-    (written blind by two more, after the second reading was built; nothing of it read but its figures)."""
+    (written blind by two more, after the second reading was built), or "heldout4" (blind again, written after
+    the nearness gate: its first figures are those of the gate's commit)."""
     pairs = []
     for line in (CORPORA / f"{corpus}-{CORPUS[profile]}.tsv").read_text("utf-8").splitlines():
         if line.strip() and not line.startswith("#"):

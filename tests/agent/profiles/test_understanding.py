@@ -106,7 +106,7 @@ def test_examples_are_apart_from_the_benchmark_corpora(profile, corpus):
     examples = {normalise(r) for _, r in read_examples(profile) + read_examples(profile, heard=True)}
     said = [t for _, t in read_corpus(corpus)]
     heldout = [t for _, t in read_corpus(corpus, "heldout")]
-    blind = [t for _, t in read_corpus(corpus, "heldout2")] + [t for _, t in read_corpus(corpus, "heldout3")]
+    blind = [t for n in ("heldout2", "heldout3", "heldout4") for _, t in read_corpus(corpus, n)]
     assert len(said) >= 190 and len(heldout) >= 80 and len(blind) >= 250
     assert not examples & {normalise(t) for t in said + heldout + blind}
 

@@ -78,8 +78,9 @@ def misheard(profile: str, every: int) -> list[tuple[str, str, str]]:
 
 
 def label(reply: Reply) -> str:
-    """What a policy took a request for, in the examples' labels (the car's by topic)."""
-    if reply.tool_calls:
+    """What a policy took a request for, in the examples' labels (the car's by topic; "state": a question about
+    how the car is, answered)."""
+    if reply.tool_calls and reply.intent != "state":
         call = reply.tool_calls[0]
         return topic(Command(call["name"], call["arguments"]))
     return NONE if reply.intent in ("unknown", "empty") else reply.intent

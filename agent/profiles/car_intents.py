@@ -88,7 +88,7 @@ def _on_off(text: str) -> bool | None:
     return None
 
 
-def _window_group(text: str) -> str:
+def window_group(text: str) -> str:
     if m := re.search(rf"\b({'|'.join(_ORDINALS)})\b", text):
         return m.group(1)
     front = re.search(r"\bfront\b", text)
@@ -137,17 +137,18 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
         return Command("set_sunroof", {"position": _amount(text, opening)})
     if re.search(r"\bwindows?\b", text):
         opening = _opening(text)
-        return Command("set_window", {"window": _window_group(text), "position": _amount(text, opening)})
+        return Command("set_window", {"window": window_group(text), "position": _amount(text, opening)})
     # climate
     zone = _zone(text)
     if re.search(_SEAT_HEAT, text):
         seat = _seat(text)
         on = False if re.search(r"\b(?:kill|cut|too hot)\b", text) else _on_off(text)
         level = _number(text, r"\b(?:level|to)")
-        if level is None:
-            level = {"high": 3, "max": 3, "maximum": 3, "medium": 2, "low": 1}.get(
-                next((w for w in ("high", "max", "maximum", "medium", "low") if re.search(rf"\b{w}\b", text)), ""), 2
-            )
+        named = next((w for w in ("high", "max", "maximum", "medium", "low") if re.search(rf"\b{w}\b", text)), None)
+        if level is None and named is not None:
+            level = {"high": 3, "max": 3, "maximum": 3, "medium": 2, "low": 1}[named]
+        elif level is None:  # "lower the heat on my seat" is a level down, not on
+            level = max(0, state["seat_heating"].get(seat, 0) - 1) if re.search(_LESS, text) else 2
         return Command("set_seat_heating", {"seat": seat, "level": 0 if on is False else level})
     if re.search(r"\bac\b|\bcooling\b", text) and _on_off(text) is not None:
         return Command("set_ac", {"on": _on_off(text)})
@@ -265,7 +266,7 @@ def command_for(topic: str, raw: str, state: dict[str, Any]) -> Command | None:
         opening = _opening(text)
         if topic == "sunroof":
             return Command("set_sunroof", {"position": _amount(text, opening)})
-        return Command("set_window", {"window": _window_group(text), "position": _amount(text, opening)})
+        return Command("set_window", {"window": window_group(text), "position": _amount(text, opening)})
     if topic == "seat_heat":
         level = next((v for w, v in _HEAT_LEVELS.items() if re.search(rf"\b{w}\b", text)), 2)
         return Command("set_seat_heating", {"seat": _seat(text), "level": 0 if re.search(_OFF, text) else level})

@@ -1,6 +1,7 @@
 """The in-car assistant: speech to validated vehicle tools, and a spoken result.
 
-A request goes to the car's grammar first (`car_intents.parse`: exact slots), then to the general
+A question about how the car is ("Is the window open?") is answered from its state (`car_questions.py`). A
+request goes to the car's grammar first (`car_intents.parse`: exact slots), then to the general
 assistant's, then by meaning (`understanding.py`, the car's examples and the general assistant's): a car
 topic is made a tool call from its words (`car_intents.command_for`), acted on when near an example, asked
 back ("Did you mean: turn on the seat heating?") when only close; what is near nothing the car or the
@@ -14,6 +15,7 @@ from typing import Any
 
 from agent.profiles.car import Car
 from agent.profiles.car_intents import TOPICS, Command, command_for, parse, topic
+from agent.profiles.car_questions import asked_about, state_answer
 from agent.profiles.dialog import (
     CUES,
     DECLINED,
@@ -37,6 +39,8 @@ NOT_MINE = re.compile(
     r"\b(?:boot|trunk|bonnet|hood|garage|wipers?|headlights?|lights|mirrors?|engine|tyres?|tires?|horn|indicators?|"
     r"blinkers?|cruise control|autopilot|self driving|massage|gears?|handbrake|parking brake|seat (?:forward|back|"
     r"position)|steering)\b"
+    # a seat moved ("raise my seat", "recline the passenger seat"), not heated
+    r"|\b(?:raise|lower|move|recline|adjust|slide|tilt)\b(?!.*\b(?:heat|warm))(?:.*\bseats?\b)"
 )
 CAR_CUES = CUES | {
     "window": re.compile(r"\bwindows?\b"),
@@ -154,6 +158,8 @@ class InCarAssistant:
             return False
         if self.asked is not None and answer(said) is not None:
             return True
+        if (answered := self._question(text)) is not None:
+            return answered != self.OUT_OF_SCOPE
         command, intent, sure = self.understand(text, heard=True)
         if command is not None:
             return sure
@@ -165,6 +171,8 @@ class InCarAssistant:
         """A command the grammar reads with all it needs, or something the general assistant answers (no side
         effects; see `DefaultAssistant.understands`)."""
         said = normalise(text)
+        if (answered := self._question(text)) is not None:
+            return answered != self.OUT_OF_SCOPE
         answering = self.asked is not None and answer(said) is not None
         return answering or parse(text, self.car.state.snapshot()) is not None or self._general.understands(text)
 
@@ -173,6 +181,10 @@ class InCarAssistant:
         asked, self.asked = self.asked, None
         if asked is not None and (yes := answer(said)) is not None:
             return self._act(asked) if yes else DECLINED
+        if (answered := self._question(text)) is not None:
+            if answered == self.OUT_OF_SCOPE:
+                return Reply(answered, "unknown")
+            return Reply(answered, "state", tool_calls=[self.call("get_vehicle_state", {})])
         command, intent, sure = self.understand(text, ctx.heard)
         if command is not None and sure:
             return self._act(command)
@@ -191,6 +203,14 @@ class InCarAssistant:
         if general.intent == "unknown":
             return Reply(self.OUT_OF_SCOPE, "unknown")
         return general
+
+    def _question(self, text: str) -> str | None:
+        """A yes/no question about a part of the car ("Is the window open?"): the answer from its state, or
+        `OUT_OF_SCOPE` where the state does not say ("Is the sunroof waterproof?"); never a command. None: no
+        such question."""
+        if asked_about(text) is None:
+            return None
+        return state_answer(text, self.car.state.snapshot()) or self.OUT_OF_SCOPE
 
     def _act(self, command: Command) -> Reply:
         call = self.call(command.tool, command.arguments)

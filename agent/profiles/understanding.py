@@ -196,7 +196,8 @@ class IntentModel:
             if not sentence_vectors.available():
                 log.warning(
                     "%s is not installed (scripts/setup.sh installs it): requests are read without MiniLM's "
-                    "sentence vectors, less well", sentence_vectors.PACKAGE
+                    "sentence vectors, less well",
+                    sentence_vectors.PACKAGE,
                 )
             sentences = SENTENCES if sentence_vectors.available() else 0.0
             examples = read_examples(profile) + read_examples(profile, heard=True)

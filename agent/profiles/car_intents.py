@@ -141,15 +141,7 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
     # climate
     zone = _zone(text)
     if re.search(_SEAT_HEAT, text):
-        seat = _seat(text)
-        on = False if re.search(r"\b(?:kill|cut|too hot)\b", text) else _on_off(text)
-        level = _number(text, r"\b(?:level|to)")
-        named = next((w for w in ("high", "max", "maximum", "medium", "low") if re.search(rf"\b{w}\b", text)), None)
-        if level is None and named is not None:
-            level = {"high": 3, "max": 3, "maximum": 3, "medium": 2, "low": 1}[named]
-        elif level is None:  # "lower the heat on my seat" is a level down, not on
-            level = max(0, state["seat_heating"].get(seat, 0) - 1) if re.search(_LESS, text) else 2
-        return Command("set_seat_heating", {"seat": seat, "level": 0 if on is False else level})
+        return _seat_heating(text, state)
     if re.search(r"\bac\b|\bcooling\b", text) and _on_off(text) is not None:
         return Command("set_ac", {"on": _on_off(text)})
     if re.search(r"\bfans?\b", text):
@@ -257,6 +249,20 @@ _COLD = r"\b(?:cold|chilly|freezing|warmer|hotter|heat|warm up|raise|up|increase
 _HEAT_LEVELS = {"high": 3, "max": 3, "maximum": 3, "full": 3, "medium": 2, "low": 1, "little": 1, "bit": 1}
 
 
+def _seat_heating(text: str, state: dict[str, Any]) -> Command:
+    """A seat's heating from the words (the grammar's and a topic's alike): off, the level given or named, one
+    down where less is asked ("lower the heat on my seat"), else 2."""
+    seat = _seat(text)
+    level = _number(text, r"\b(?:level|to)")
+    if re.search(_OFF, text):
+        level = 0
+    elif level is None:
+        named = next((v for w, v in _HEAT_LEVELS.items() if re.search(rf"\b{w}\b", text)), None)
+        less = max(0, state["seat_heating"].get(seat, 0) - 1) if re.search(_LESS, text) else 2
+        level = less if named is None else named
+    return Command("set_seat_heating", {"seat": seat, "level": level})
+
+
 def command_for(topic: str, raw: str, state: dict[str, Any]) -> Command | None:
     """The tool call for a request the grammar did not read but the intent model placed (`topic`, one of
     `exemplars/car.tsv`'s): which way from the words ("shut", "too loud", "I'm freezing"), the slots as the
@@ -268,8 +274,7 @@ def command_for(topic: str, raw: str, state: dict[str, Any]) -> Command | None:
             return Command("set_sunroof", {"position": _amount(text, opening)})
         return Command("set_window", {"window": window_group(text), "position": _amount(text, opening)})
     if topic == "seat_heat":
-        level = next((v for w, v in _HEAT_LEVELS.items() if re.search(rf"\b{w}\b", text)), 2)
-        return Command("set_seat_heating", {"seat": _seat(text), "level": 0 if re.search(_OFF, text) else level})
+        return _seat_heating(text, state)
     if topic == "temperature":
         zone = _zone(text)
         by = _number(text, r"\bby") or (2 if re.search(r"\bcouple\b", text) else None)

@@ -70,13 +70,12 @@ def asked_about(text: str) -> tuple[str, str] | None:
     return (part, m.group("rest")) if part is not None else None
 
 
-def state_answer(text: str, state: dict[str, Any]) -> str | None:
-    """The answer to a question about how a part of the car is, from `state` (`VehicleState.snapshot`); None
-    when `text` asks no such thing (a command, or what the state does not hold: "is the window tinted")."""
-    asked = asked_about(text)
-    if asked is None or not re.search(_STATES, asked[1]):
-        return None
+def state_answer(asked: tuple[str, str], state: dict[str, Any]) -> str | None:
+    """The answer to a question `asked_about` read, from `state` (`VehicleState.snapshot`); None where it asks
+    what the state does not hold ("is the window tinted")."""
     part, rest = asked
+    if not re.search(_STATES, rest):
+        return None
     climate, media = state["climate"], state["media"]
     if part == "defrost":
         which = "rear" if re.search(r"\b(?:rear|back)\b", rest) else "front"

@@ -208,9 +208,10 @@ class InCarAssistant:
         """A yes/no question about a part of the car ("Is the window open?"): the answer from its state, or
         `OUT_OF_SCOPE` where the state does not say ("Is the sunroof waterproof?"); never a command. None: no
         such question."""
-        if asked_about(text) is None:
+        asked = asked_about(text)
+        if asked is None:
             return None
-        return state_answer(text, self.car.state.snapshot()) or self.OUT_OF_SCOPE
+        return state_answer(asked, self.car.state.snapshot()) or self.OUT_OF_SCOPE
 
     def _act(self, command: Command) -> Reply:
         call = self.call(command.tool, command.arguments)

@@ -143,6 +143,33 @@ HELD_OUT_6_BARGE_INS = [
     "Sorry, I actually asked about Thursday's ferry.", "Sorry, can you check my calendar for Friday instead?",
     "Can you find a vegetarian option instead?",
 ]  # fmt: skip
+# A seventh, wider (40 backchannels as the issue names them, "words like mhm, yeah, okay, right", in 1-4 words,
+# and four coughs; 19 barge-ins), written by a helper that read nothing in the repository (told the other sets'
+# phrases; one barge-in another set had, "Switch to Spanish, please.", left out). Short backchannels are few:
+# 22 of the 40 are also among the classifier's examples (exemplars/interruptions.tsv), the other 18 not; the
+# voices are new: `--said held-out-7`
+HELD_OUT_7_VOICES = [
+    ("en-gb-x-rp+f4", 160), ("en-us+f5", 175), ("en-gb-scotland+m1", 165), ("en-029+m2", 155),
+    ("en-gb-x-gbcwmd+f1", 170),
+]  # fmt: skip
+HELD_OUT_7_BACKCHANNELS = [
+    "Hmm.", "Mm.", "Ooh.", "Whoa.", "Oh, right.", "Ah, okay.", "Yep.",
+    "cough", "Okey-dokey.", "Mm, yeah.", "Wicked.", "Oh, for real?", "Aye.", "Aye, right enough.",
+    "Sound.", "Grand.", "Fair dinkum.", "cough", "Too right.", "Spot on.", "Brilliant.",
+    "Lovely.", "Absolutely.", "Definitely.", "For sure.", "Of course.", "Indeed.", "cough",
+    "Oh my gosh.", "Get away!", "Is that right?", "Go on.", "Carry on.", "I hear you.", "Understood.",
+    "That tracks.", "Oh, nice one.", "cough", "Good stuff.", "Oh, interesting.", "Fair point.", "Quite right.",
+    "Yeah, man.", "No doubt.",
+]  # fmt: skip
+HELD_OUT_7_BARGE_INS = [
+    "Stop right there.", "Change of plans.", "That's incorrect.", "Go back.", "Not that one.", "Nope, wrong city.",
+    "Way too long.", "End the call.", "Wait, I said Boston, not Austin.", "What's the weather like tomorrow morning?",
+    "Can you set a timer for ten minutes?", "You're not answering my question at all.",
+    "Sorry, could you explain that last bit again?", "Actually, book it for Friday instead.",
+    "How much is that going to cost?", "That's way too much detail, just summarize.",
+    "Hold on, someone's at the door.", "No no, I wanted the vegetarian option.",
+    "Send a text to Sarah saying I'm late.",
+]  # fmt: skip
 LONG = "What can you do?"  # about nine seconds of reply
 PHASES = ("echoed", "backchannels", "barge-ins")
 
@@ -162,6 +189,7 @@ SAID["held-out-3"] = Said(HELD_OUT_3_BACKCHANNELS, HELD_OUT_3_BARGE_INS, HELD_OU
 SAID["held-out-4"] = Said(HELD_OUT_4_BACKCHANNELS, HELD_OUT_4_BARGE_INS, HELD_OUT_4_VOICES)
 SAID["held-out-5"] = Said(HELD_OUT_5_BACKCHANNELS, HELD_OUT_5_BARGE_INS, HELD_OUT_5_VOICES)
 SAID["held-out-6"] = Said(HELD_OUT_6_BACKCHANNELS, HELD_OUT_6_BARGE_INS, HELD_OUT_6_VOICES)
+SAID["held-out-7"] = Said(HELD_OUT_7_BACKCHANNELS, HELD_OUT_7_BARGE_INS, HELD_OUT_7_VOICES)
 
 
 def speech(text: str, i: int, voices: list[tuple[str, int]] = VOICES) -> np.ndarray:

@@ -146,8 +146,8 @@ HELD_OUT_6_BARGE_INS = [
 # A seventh, wider (40 backchannels as the issue names them, "words like mhm, yeah, okay, right", in 1-4 words,
 # and four coughs; 19 barge-ins), written by a helper that read nothing in the repository (told the other sets'
 # phrases; one barge-in another set had, "Switch to Spanish, please.", left out). Short backchannels are few:
-# 22 of the 40 are also among the classifier's examples (exemplars/interruptions.tsv), the other 18 not; the
-# voices are new: `--said held-out-7`
+# 22 of the 40 are also among the classifier's examples (exemplars/interruptions.tsv), and two of the barge-ins
+# ("That's incorrect.", "Go back."); the voices are new: `--said held-out-7`
 HELD_OUT_7_VOICES = [
     ("en-gb-x-rp+f4", 160), ("en-us+f5", 175), ("en-gb-scotland+m1", 165), ("en-029+m2", 155),
     ("en-gb-x-gbcwmd+f1", 170),

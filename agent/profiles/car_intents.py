@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from agent.profiles.car import FAN_MAX
 from agent.profiles.dialog import normalise
 
 _UNITS = {
@@ -81,6 +82,7 @@ def _number(text: str, after: str = "") -> float | None:
 
 
 def _on_off(text: str) -> bool | None:
+    text = _commanded(text, r"\b(?:off|disable|stop|deactivate|no more|on|enable|start|activate)\b")
     if re.search(r"\b(?:off|disable|stop|deactivate|no more)\b", text):
         return False
     if re.search(r"\b(?:on|enable|start|activate)\b", text):
@@ -133,7 +135,7 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
         )
     # windows and sunroof
     if re.search(r"\b(?:sun ?roof|moon ?roof)\b", text):
-        opening = not re.search(r"\b(?:close|closed|shut)\b", text)
+        opening = not re.search(r"\b(?:close|closed|shut)\b", _commanded(text))
         return Command("set_sunroof", {"position": _amount(text, opening)})
     if re.search(r"\bwindows?\b", text):
         opening = _opening(text)
@@ -145,14 +147,9 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
     if re.search(r"\bac\b|\bcooling\b", text) and _on_off(text) is not None:
         return Command("set_ac", {"on": _on_off(text)})
     if re.search(r"\bfans?\b", text):
-        level = _number(text)
-        if level is None:
-            current = state["climate"]["fan"]
-            if _on_off(text) is False:
-                level = 0
-            else:
-                level = current - 1 if re.search(_LESS, text) else current + 1
-        return Command("set_fan", {"level": level})
+        return Command("set_fan", {"level": _fan_level(text, state)})
+    if (by := _degrees_by(text)) is not None:  # "bump the temperature up two degrees", "drop it by three degrees"
+        return Command("adjust_temperature", {"zone": zone, "delta": by})
     change = _number(text, r"\bby") or _number(text, r"\b(?:raise|increase|lower|drop|reduce|decrease)\b.*?")
     temperature = re.search(_TEMPERATURE, text)
     if re.search(_FEEL_COLD, text) or (temperature and re.search(r"\b(?:raise|increase)\b", text)):
@@ -234,13 +231,29 @@ def _seat(text: str) -> str:
 
 def _opening(text: str) -> bool:
     """A window or roof opens unless told to close: "open up the roof" opens, "put it back up" closes."""
+    text = _commanded(text)
     return bool(re.search(_OPEN, text)) or not re.search(_CLOSE, text)
+
+
+# How a part is, said before what to do with it: "the back window is still open, close it"
+_STATE = (
+    r"\b(?:is|are|was|were|s|been|it's|they're)\s+(?:still\s+|all\s+(?:the\s+way\s+)?|wide\s+|half\s+|left\s+)?"
+    r"(?:open|opened|closed|shut|down|up|on|off)\b"
+)
+
+
+def _commanded(text: str, which_way: str = f"{_OPEN}|{_CLOSE}") -> str:
+    """`text` less what it says of a part's state ("is still open", "the compressor's off") where other words
+    still say `which_way`: the state alone is taken as it was ("the window's open")."""
+    rest = re.sub(_STATE, " ", text)
+    return rest if re.search(which_way, rest) else text
 
 
 _OFF = r"\b(?:off|disable|stop|deactivate|no more|too hot|too warm|enough|kill|cut)\b"
 # Which way, wherever the words stand: "that's way too loud" is down, "dial it back" is less
 _LESS = (
-    r"\b(?:down|lower|less|decrease|reduce|quieter|quieten|softer|slower|too loud|too strong|too much|too noisy|"
+    r"\b(?:down|lower|lowest|less|decrease|reduce|drop|quieter|quieten|soften|softer|slow|slower|minimum|"
+    r"too loud|too strong|too much|too noisy|"
     r"dial (?:it |that )?back|ease off|back off|tone (?:it |that )?down|not so loud)\b"
 )
 _UNLOCK = r"\bunlock|\b(?:release|undo|disengage|take off)\b.*\block(?:s|ing)?\b"  # "release the central locking"
@@ -263,6 +276,54 @@ def _seat_heating(text: str, state: dict[str, Any]) -> Command:
     return Command("set_seat_heating", {"seat": seat, "level": level})
 
 
+_STEPS = r"\s*(?:levels?|notch(?:es)?|steps?|settings?|speeds?)\b"
+_TEMPERATURE_WORDS = r"\b(?:temperature|heat|heating|thermostat|degrees?|warmer|cooler|colder|hotter)\b"
+_UP = r"\b(?:up|raise|increase|bump|higher|more|warmer|hotter)\b"
+_DOWN = r"\b(?:down|lower|drop|reduce|decrease|less|cooler|colder)\b"
+
+
+def _fan_level(text: str, state: dict[str, Any]) -> int | float:
+    """The fan's level from the words (the grammar's and a topic's alike): off; the lowest or highest; a number
+    of steps up or down ("up two levels", "down by one"); the level given; else one step either way."""
+    current = state["climate"]["fan"]
+    less = bool(re.search(_LESS, text))
+    if _on_off(text) is False:
+        return 0
+    if re.search(r"\b(?:lowest|minimum|min)\b", text):
+        return 1
+    if re.search(r"\b(?:highest|maximum|max|full(?: blast)?|top)\b", text):
+        return FAN_MAX
+    steps = _number(text, r"\bby") or _number_before(text, _STEPS)
+    if steps is not None:
+        return max(0, min(FAN_MAX, current - steps if less else current + steps))
+    level = _number(text)
+    if level is not None:
+        return level
+    return max(0, current - 1) if less else current + 1
+
+
+def _number_before(text: str, what: str) -> float | None:
+    m = re.search(rf"(-?\d+(?:\.\d+)?){what}", text)
+    return float(m.group(1)) if m else None
+
+
+def _degrees_by(text: str) -> float | None:
+    """A change of temperature by so many degrees, signed by the words around it: "up two degrees", "drop it by
+    three", "two degrees warmer"; None where a number is a setting ("up to 22") or no way is said."""
+    m = re.search(
+        r"\b(?:up|down|by)\s+(\d+(?:\.\d+)?)\s*(?:degrees?|deg)?\b(?! ?(?:percent|%|levels?|notch))"
+        r"|\b(\d+(?:\.\d+)?)\s*degrees?\s+(?:up|down|warmer|cooler|colder|hotter|higher|lower)\b",
+        text,
+    )
+    if m is None or not re.search(_TEMPERATURE_WORDS, text):
+        return None
+    up, down = re.search(_UP, text), re.search(_DOWN, text)
+    if bool(up) == bool(down):
+        return None
+    by = float(m.group(1) or m.group(2))
+    return by if up else -by
+
+
 def command_for(topic: str, raw: str, state: dict[str, Any]) -> Command | None:
     """The tool call for a request the grammar did not read but the intent model placed (`topic`, one of
     `exemplars/car.tsv`'s): which way from the words ("shut", "too loud", "I'm freezing"), the slots as the
@@ -277,6 +338,8 @@ def command_for(topic: str, raw: str, state: dict[str, Any]) -> Command | None:
         return _seat_heating(text, state)
     if topic == "temperature":
         zone = _zone(text)
+        if (by := _degrees_by(text)) is not None:
+            return Command("adjust_temperature", {"zone": zone, "delta": by})
         by = _number(text, r"\bby") or (2 if re.search(r"\bcouple\b", text) else None)
         value = _number(text)
         if value is not None and by is None and not re.search(r"\bdegrees? (?:warmer|cooler|colder|hotter)\b", text):
@@ -288,9 +351,7 @@ def command_for(topic: str, raw: str, state: dict[str, Any]) -> Command | None:
             return Command("adjust_temperature", {"zone": zone, "delta": by})
         return None  # which way is not said
     if topic == "fan":
-        current = state["climate"]["fan"]
-        level = 0 if re.search(r"\boff\b", text) else current - 1 if re.search(_LESS, text) else current + 1
-        return Command("set_fan", {"level": level})
+        return Command("set_fan", {"level": _fan_level(text, state)})
     if topic == "ac":
         return Command("set_ac", {"on": not re.search(_OFF, text)})
     if topic == "defrost":

@@ -1,7 +1,7 @@
 import pytest
 
 from agent.profiles.car import TOOLS, Car
-from agent.profiles.car_intents import parse, words_to_digits
+from agent.profiles.car_intents import command_for, parse, words_to_digits
 
 
 def test_every_change_is_validated_and_a_refusal_changes_nothing():
@@ -84,12 +84,40 @@ def test_tool_definitions_cover_every_tool():
         ("Could you quieten the music a touch?", "adjust_volume", {"delta": -3}),
         ("The fan is howling, dial it back.", "set_fan", {"level": 1}),
         ("Release the door locks, we're getting out.", "lock_doors", {"locked": False}),
+        ("Can you slow the fan a bit?", "set_fan", {"level": 1}),
+        # how a part is, said before what to do with it, is not which way to move it
+        ("The back window is still open, close it.", "set_window", {"window": "rear", "position": 0}),
+        ("The windows are down, put them up.", "set_window", {"window": "all", "position": 0}),
+        ("The sunroof is closed, open it.", "set_sunroof", {"position": 100}),
+        ("The window's open.", "set_window", {"window": "driver", "position": 100}),  # nothing else says which way
+        ("The compressor's off, turn the AC on.", "set_ac", {"on": True}),
+        # a number of steps or degrees is a change, a number after "to" a setting
+        ("Fan speed up two levels.", "set_fan", {"level": 4}),
+        ("Fan to the lowest setting.", "set_fan", {"level": 1}),
+        ("Bump the temperature up two degrees.", "adjust_temperature", {"zone": "all", "delta": 2}),
+        ("Drop it by three degrees.", "adjust_temperature", {"zone": "all", "delta": -3}),
+        ("Turn the temperature up to 22.", "set_temperature", {"zone": "all", "celsius": 22}),
     ],
 )
 def test_grammar(said, tool, args):
     cmd = parse(said, Car().state.snapshot())
     assert cmd is not None, said
     assert (cmd.tool, cmd.arguments) == (tool, args)
+
+
+@pytest.mark.parametrize(
+    "topic,said,tool,args",
+    [
+        ("fan", "Drop the blower a notch.", "set_fan", {"level": 1}),
+        ("fan", "Could you soften the airflow?", "set_fan", {"level": 1}),
+        ("fan", "Blower on full blast.", "set_fan", {"level": 7}),
+        ("temperature", "Knock it down two degrees.", "adjust_temperature", {"zone": "all", "delta": -2}),
+    ],
+)
+def test_a_topic_the_model_placed_reads_its_slots_as_the_grammar_does(topic, said, tool, args):
+    """`command_for` shares the grammar's readings: it had no "lowest"/"full", no steps, and one step only."""
+    cmd = command_for(topic, said, Car().state.snapshot())
+    assert cmd is not None and (cmd.tool, cmd.arguments) == (tool, args)
 
 
 def test_not_a_car_command():

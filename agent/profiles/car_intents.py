@@ -81,11 +81,15 @@ def _number(text: str, after: str = "") -> float | None:
     return float(m.group(1)) if m else None
 
 
+_SWITCH_OFF = r"\b(?:off|disable|stop|deactivate|no more)\b"
+_SWITCH_ON = r"\b(?:on|enable|start|activate)\b"
+
+
 def _on_off(text: str) -> bool | None:
-    text = _commanded(text, r"\b(?:off|disable|stop|deactivate|no more|on|enable|start|activate)\b")
-    if re.search(r"\b(?:off|disable|stop|deactivate|no more)\b", text):
+    text = _commanded(text, f"{_SWITCH_OFF}|{_SWITCH_ON}")
+    if re.search(_SWITCH_OFF, text):
         return False
-    if re.search(r"\b(?:on|enable|start|activate)\b", text):
+    if re.search(_SWITCH_ON, text):
         return True
     return None
 
@@ -144,8 +148,8 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
     zone = _zone(text)
     if re.search(_SEAT_HEAT, text):
         return _seat_heating(text, state)
-    if re.search(r"\bac\b|\bcooling\b", text) and _on_off(text) is not None:
-        return Command("set_ac", {"on": _on_off(text)})
+    if re.search(r"\bac\b|\bcooling\b", text) and (on := _on_off(text)) is not None:
+        return Command("set_ac", {"on": on})
     if re.search(r"\bfans?\b", text):
         return Command("set_fan", {"level": _fan_level(text, state)})
     if (by := _degrees_by(text)) is not None:  # "bump the temperature up two degrees", "drop it by three degrees"
@@ -235,9 +239,10 @@ def _opening(text: str) -> bool:
     return bool(re.search(_OPEN, text)) or not re.search(_CLOSE, text)
 
 
-# How a part is, said before what to do with it: "the back window is still open, close it"
+# How a part is, said before what to do with it: "the back window is still open, close it" ("it's", "the
+# window's": the "s" after the apostrophe)
 _STATE = (
-    r"\b(?:is|are|was|were|s|been|it's|they're)\s+(?:still\s+|all\s+(?:the\s+way\s+)?|wide\s+|half\s+|left\s+)?"
+    r"\b(?:is|are|was|were|s|been|they're)\s+(?:still\s+|all\s+(?:the\s+way\s+)?|wide\s+|half\s+|left\s+)?"
     r"(?:open|opened|closed|shut|down|up|on|off)\b"
 )
 

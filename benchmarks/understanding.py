@@ -10,7 +10,7 @@ speech, recognised by Moonshine base-en, and read again where the assistant woul
 (agent/engines/cascade/second_reading.py), as a session does. Prints accuracy per intent, the confusions, the
 CPU per request (understanding alone), and writes JSON with the processor named.
 
-    python -m benchmarks.understanding [--corpus requests|heldout|heldout2|heldout3|heldout4|heldout5]
+    python -m benchmarks.understanding [--corpus requests|heldout|heldout2|heldout3|heldout4|heldout5|heldout6|heldout7]
         [--spoken [--no-second-reading]] [--out FILE]
 """
 
@@ -32,7 +32,8 @@ from agent.profiles.dialog import DialogContext, Reply, Seen
 from agent.profiles.policies import make_policy
 
 CORPORA = Path(__file__).parent / "corpora"
-NAMES = ("requests", "heldout", "heldout2", "heldout3", "heldout4", "heldout5")  # the corpora, each per profile
+# the corpora, each per profile
+NAMES = ("requests", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6", "heldout7")
 ONLY = {"heldout5": ("in_car",)}  # a corpus written for some profiles alone
 PROFILES = ("default", "in_car")
 CORPUS = {"default": "default", "in_car": "car"}
@@ -45,7 +46,10 @@ def read_corpus(profile: str, corpus: str = "requests") -> list[tuple[str, str]]
     "heldout2" (written blind, by a writer that read nothing here, after the classifier was built), or "heldout3"
     (written blind by two more, after the second reading was built), or "heldout4" (blind again, written after
     the nearness gate: its first figures are those of the gate's commit), or "heldout5" (the car's alone, blind,
-    written after 26452a7 and measured before and after the change that followed it)."""
+    written after 26452a7 and measured before and after the change that followed it), or "heldout6" (blind, both
+    profiles, written after 660c954: measured there and after changes made from the other corpora's misses,
+    before its own were read), or "heldout7" (blind, both profiles, written while the changes after heldout6's misses
+    were made, first measured after them)."""
     pairs = []
     for line in (CORPORA / f"{corpus}-{CORPUS[profile]}.tsv").read_text("utf-8").splitlines():
         if line.strip() and not line.startswith("#"):

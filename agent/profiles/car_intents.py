@@ -49,7 +49,7 @@ class Command:
 
 
 def words_to_digits(text: str) -> str:
-    """'twenty one' -> '21', 'one hundred' -> '100', 'point five' -> '.5'; leaves the rest."""
+    """'twenty one' -> '21', 'one hundred' -> '100', 'point five' -> '.5', 'and a half' -> '.5'; leaves the rest."""
     out: list[str] = []
     tokens = text.split()
     i = 0
@@ -73,7 +73,8 @@ def words_to_digits(text: str) -> str:
             out.append(t)
         i += 1
     text = " ".join(out)
-    return re.sub(r"(\d+) point (\d+)", r"\1.\2", text)
+    text = re.sub(r"(\d+) point (\d+)", r"\1.\2", text)
+    return re.sub(r"\b(\d+) and a half\b", r"\1.5", text)
 
 
 def _number(text: str, after: str = "") -> float | None:
@@ -81,7 +82,7 @@ def _number(text: str, after: str = "") -> float | None:
     return float(m.group(1)) if m else None
 
 
-_SWITCH_OFF = r"\b(?:off|disable|stop|deactivate|no more)\b"
+_SWITCH_OFF = r"\b(?:off|disable|stop|deactivate|no more|close|shut)\b"
 _SWITCH_ON = r"\b(?:on|enable|start|activate)\b"
 
 
@@ -117,6 +118,9 @@ def window_group(text: str) -> str:
 
 
 def _amount(text: str, opening: bool) -> float:
+    """How far open (0-100) from the words: a share, halfway, a little; else all the way. "A bit" said of how
+    things are ("it's a bit loud, close the roof") is not how far."""
+    text = re.sub(r"\b(?:it's|it is|that's|s|is|getting|feels?)\s+(?:a bit|a little)\b", " ", text)
     pct = _number(text, r"\b(?:to|at|by)?") if re.search(r"\d+\s*(?:percent|%)", text) else None
     if pct is not None:
         return pct if opening else 100 - pct
@@ -130,7 +134,7 @@ def _amount(text: str, opening: bool) -> float:
 def parse(raw: str, state: dict[str, Any]) -> Command | None:
     """The tool call a sentence asks for, or None when it is not a car command."""
     text = words_to_digits(normalise(raw))
-    text = text.replace("a c", "ac").replace("air conditioning", "ac").replace("air con", "ac")
+    text = re.sub(r"\b(?:a c|air conditioning|air conditioner|air condition|air con)\b", "ac", text)
     # defrost first: "defrost the rear window" is not about opening it
     if re.search(r"\b(?:defrost|defog|demist)|\b(?:steamed|fogged|misted) up\b|\bfoggy\b", text):
         return Command(
@@ -138,22 +142,26 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
             {"which": "rear" if re.search(r"\b(?:rear|back)\b", text) else "front", "on": _on_off(text) is not False},
         )
     # windows and sunroof
-    if re.search(r"\b(?:sun ?roof|moon ?roof)\b", text):
-        opening = not re.search(r"\b(?:close|closed|shut)\b", _commanded(text))
+    if re.search(_ROOF, text):
+        opening = not re.search(_SHUT, _commanded(text))
         return Command("set_sunroof", {"position": _amount(text, opening)})
-    if re.search(r"\bwindows?\b", text):
+    if re.search(r"\bwindows?\b|\b(?:roll|wind) (?:it |them |that |mine |yours )?(?:back )?(?:up|down)\b", text):
         opening = _opening(text)
         return Command("set_window", {"window": window_group(text), "position": _amount(text, opening)})
     # climate
     zone = _zone(text)
     if re.search(_SEAT_HEAT, text):
         return _seat_heating(text, state)
+    if re.search(r"\bac\b|\bcooling\b", text) and (celsius := _setting(text)) is not None:
+        return Command("set_temperature", {"zone": zone, "celsius": celsius})  # "put the aircon on 22"
     if re.search(r"\bac\b|\bcooling\b", text) and (on := _on_off(text)) is not None:
         return Command("set_ac", {"on": on})
     if re.search(r"\bfans?\b", text):
         return Command("set_fan", {"level": _fan_level(text, state)})
     if (by := _degrees_by(text)) is not None:  # "bump the temperature up two degrees", "drop it by three degrees"
         return Command("adjust_temperature", {"zone": zone, "delta": by})
+    if re.search(_TEMPERATURE, text) and (to := _number(text, r"\bto")) is not None:  # "lower the heat to 19"
+        return Command("set_temperature", {"zone": zone, "celsius": _celsius(to, text)})
     change = _number(text, r"\bby") or _number(text, r"\b(?:raise|increase|lower|drop|reduce|decrease)\b.*?")
     temperature = re.search(_TEMPERATURE, text)
     if re.search(_FEEL_COLD, text) or (temperature and re.search(r"\b(?:raise|increase)\b", text)):
@@ -163,28 +171,28 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
     if re.search(r"\b(?:temperature|degrees|thermostat|heating|heat|climate)\b", text):
         value = _number(text)
         if value is not None:
-            return Command("set_temperature", {"zone": zone, "celsius": value})
+            return Command("set_temperature", {"zone": zone, "celsius": _celsius(value, text)})
     # media
     if re.search(
         r"\b(?:volume|louder|quieter|quieten|softer|too loud|too quiet)\b|\b(?:music|radio|sound) (?:up|down)\b",
         text,
     ):
-        value = _number(text)
-        if value is not None:
-            return Command("set_volume", {"level": value})
-        return Command("adjust_volume", {"delta": -3 if re.search(_LESS, text) else 3})
+        return _volume(text)
     if m := re.search(r"\b(?:switch|change|go) to (?:the )?(radio|bluetooth|usb)\b", text):
         return Command("set_media_source", {"source": m.group(1)})
-    if re.search(r"\b(?:next|skip)\b.*\b(?:song|track|one)\b|^(?:next|skip)\b", text):
-        return Command("media", {"action": "next"})
-    if re.search(r"\b(?:previous|last)\b.*\b(?:song|track|one)\b|\bgo back a (?:song|track)\b", text):
-        return Command("media", {"action": "previous"})
-    if re.search(r"\b(?:pause|stop)\b.*\b(?:music|song|radio|playback|media)\b|^pause\b", text):
-        return Command("media", {"action": "pause"})
-    if re.search(r"\b(?:play|resume)\b", text):
-        return Command("media", {"action": "play"})
+    if re.search(
+        r"\b(?:next|skip|previous|last)\b.*\b(?:song|track|one|1)\b|^(?:next|skip)\b|\bgo back a (?:song|track)\b|"
+        r"\b(?:pause|stop|freeze|hold|halt)\b.*\b(?:music|song|track|radio|playback|media|tunes)\b|^pause\b|"
+        r"\b(?:play|resume)\b|"
+        r"\b(?:listen to|put on|putting on|stick on)\b.*\b(?:music|songs?|tunes|playlist|album|jazz|rock|pop|classical|"
+        r"country|hip hop|rap|blues|reggae|bollywood|metal|disco|folk)\b",
+        text,
+    ):
+        return Command("media", {"action": _media_action(text)})
     # navigation and doors
-    if re.search(r"\b(?:cancel|stop|end)\b.*\b(?:navigation|route|directions|guidance)\b", text):
+    if re.search(
+        r"\b(?:cancel|stop|end|no more|kill)\b.*\b(?:navigation|route|directions|guidance|turn by turn|sat nav)\b", text
+    ):
         return Command("cancel_navigation", {})
     if m := re.search(
         r"\b(?:navigate|take me|directions|drive me|route me|route|drive|get me|how do i get|guide me|destination)"
@@ -206,17 +214,19 @@ _SEAT_HEAT = (
     r"\b(?:seat heat|heated seat|seat warm|warm my seat|heat my seat|seat heater)|"
     r"\bseat'?s?\b.*\b(?:hot|warm|cold|heat)|\b(?:heat|warm)\w*\b.*\bseat"
 )
-_TEMPERATURE = r"\b(?:temperature|heat|heating|thermostat)\b"
+_TEMPERATURE = r"\b(?:temperature|temp|heat|heating|thermostat)\b"
 _FEEL_COLD = (
-    r"\b(?:warmer|hotter|heat it up|warm it up|too cold|i'm cold|i am cold|freezing|chilly|icebox|shivering|"
-    r"less cold|cold in here)\b"
+    r"\b(?:warmer|hotter|heat it up|warm it up|too cold|i'm cold|i am cold|freezing|chilly|chilled|baltic|icebox|"
+    r"shivering|less cold|cold in here)\b"
 )
 _FEEL_HOT = (
     r"\b(?:cooler|colder|cool it down|too hot|too warm|i'm hot|i am hot|boiling|roasting|sweating|sweltering|"
     r"baking|hot in here|less hot|turn down the heat)\b"
 )
-_CLOSE = r"\b(?:close|closed|shut|up|raise|windy|draughty|drafty|cold air)\b"
-_OPEN = r"\b(?:open|opened|down|lower|crack|let)\b"
+_ROOF = r"\b(?:sun ?roof|moon ?roof|roof(?! (?:rack|box|bars?)))\b"
+_SHUT = r"\b(?:close|closed|closing|shut|shutting|seal)\b"
+_CLOSE = r"\b(?:close|closed|closing|shut|shutting|seal|up|raise|windy|draughty|drafty|cold air)\b"
+_OPEN = r"\b(?:open|opened|opening|down|lower|crack|let)\b"
 
 
 def _zone(text: str) -> str:
@@ -234,8 +244,11 @@ def _seat(text: str) -> str:
 
 
 def _opening(text: str) -> bool:
-    """A window or roof opens unless told to close: "open up the roof" opens, "put it back up" closes."""
+    """A window or roof opens unless told to close: "open up the roof" opens, "put it back up" closes; a verb
+    says more than a particle ("it's chucking it down, shut the windows")."""
     text = _commanded(text)
+    if re.search(_SHUT, text) and not re.search(r"\b(?:open|opening)\b", text):
+        return False
     return bool(re.search(_OPEN, text)) or not re.search(_CLOSE, text)
 
 
@@ -247,23 +260,40 @@ _STATE = (
 )
 
 
+# A change of mind: "open the, sorry, close the front windows"
+_CORRECTION = r"\b(?:sorry|i mean|no wait|wait no|scratch that|actually no|no no|or rather)\b"
+
+
 def _commanded(text: str, which_way: str = f"{_OPEN}|{_CLOSE}") -> str:
-    """`text` less what it says of a part's state ("is still open", "the compressor's off") where other words
-    still say `which_way`: the state alone is taken as it was ("the window's open")."""
+    """`text` from its last change of mind on, where that still says `which_way`; less what it says of a part's
+    state ("is still open", "the compressor's off") where other words still say `which_way`: the state alone
+    is taken as it was ("the window's open")."""
+    latest = re.split(_CORRECTION, text)[-1]
+    text = latest if re.search(which_way, latest) else text
     rest = re.sub(_STATE, " ", text)
     return rest if re.search(which_way, rest) else text
 
 
-_OFF = r"\b(?:off|disable|stop|deactivate|no more|too hot|too warm|enough|kill|cut)\b"
+_OFF = r"\b(?:off|disable|stop|cancel|deactivate|no more|too hot|too warm|enough|kill|cut)\b"
 # Which way, wherever the words stand: "that's way too loud" is down, "dial it back" is less
 _LESS = (
-    r"\b(?:down|lower|lowest|less|decrease|reduce|drop|quieter|quieten|soften|softer|slow|slower|minimum|"
-    r"too loud|too strong|too much|too noisy|"
+    r"\b(?:down|lower|lowering|lowest|less|decrease|decreasing|reduce|reducing|drop|quieter|quieten|soften|softer|"
+    r"gentle|gentler|weaker|slow|slower|minimum|"
+    r"too loud|too strong|too much|too noisy|so loud|very loud|really loud|deafening|my ears|blasting|"
     r"dial (?:it |that )?back|ease off|back off|tone (?:it |that )?down|not so loud)\b"
 )
-_UNLOCK = r"\bunlock|\b(?:release|undo|disengage|take off)\b.*\block(?:s|ing)?\b"  # "release the central locking"
-_HOT = r"\b(?:hot|boiling|warm in here|sweating|stuffy|roasting|cooler|colder|cool|lower|down|reduce|less)\b"
-_COLD = r"\b(?:cold|chilly|freezing|warmer|hotter|heat|warm up|raise|up|increase|more|shivering)\b"
+_UNLOCK = (
+    r"\bunlock|\b(?:release|undo|disengage|take off|pop|switch off|turn off|disable)\b.*\block(?:s|ing)?\b|"
+    r"\blocking off\b"
+)  # "release the central locking"
+_HOT = (
+    r"\b(?:hot|boiling|warm in here|sweating|sweaty|stuffy|stifling|roasting|baking|cooking|melting|sauna|oven|"
+    r"cooler|colder|cool|lower|down|reduce|less)\b"
+)
+_COLD = (
+    r"\b(?:cold|chilly|chilled|baltic|the chill|nippy|freezing|frozen|ice|icy|numb|my breath|shivering|toasty|"
+    r"toastier|warmer|hotter|heat|warm up|raise|up|increase|more)\b"
+)
 _HEAT_LEVELS = {"high": 3, "max": 3, "maximum": 3, "full": 3, "medium": 2, "low": 1, "little": 1, "bit": 1}
 
 
@@ -282,7 +312,7 @@ def _seat_heating(text: str, state: dict[str, Any]) -> Command:
 
 
 _STEPS = r"\s*(?:levels?|notch(?:es)?|steps?|settings?|speeds?)\b"
-_TEMPERATURE_WORDS = r"\b(?:temperature|heat|heating|thermostat|degrees?|warmer|cooler|colder|hotter)\b"
+_TEMPERATURE_WORDS = r"\b(?:temperature|temp|heat|heating|thermostat|degrees?|warmer|cooler|colder|hotter)\b"
 _UP = r"\b(?:up|raise|increase|bump|higher|more|warmer|hotter)\b"
 _DOWN = r"\b(?:down|lower|drop|reduce|decrease|less|cooler|colder)\b"
 
@@ -294,8 +324,10 @@ def _fan_level(text: str, state: dict[str, Any]) -> int | float:
     less = bool(re.search(_LESS, text))
     if _on_off(text) is False:
         return 0
-    if re.search(r"\b(?:lowest|minimum|min)\b", text):
+    if re.search(r"\b(?:lowest|minimum|min|low)\b", text):
         return 1
+    if re.search(r"\b(?:medium|middle|mid)\b", text):
+        return (FAN_MAX + 1) // 2
     if re.search(r"\b(?:highest|maximum|max|full(?: blast)?|top)\b", text):
         return FAN_MAX
     steps = _number(text, r"\bby") or _number_before(text, _STEPS)
@@ -305,6 +337,58 @@ def _fan_level(text: str, state: dict[str, Any]) -> int | float:
     if level is not None:
         return level
     return max(0, current - 1) if less else current + 1
+
+
+# Which way the music goes, wherever the words stand: "skip back" and "the one before this" go back, "not this
+# one again, skip it" goes on, "freeze the track" and "hold the song" pause
+_BACK = r"\b(?:previous|back(?! on\b)|earlier|before|replay|rewind|return|last (?:one|1|song|track|tune))\b"
+_ON = r"\b(?:next|skip|forward|following|another|different|change)\b"
+_PAUSE = r"\b(?:pause|stop|hold|freeze|halt|mute|silence|off|enough|shh+)\b"
+
+
+def _media_action(text: str, otherwise: str | None = "play") -> str | None:
+    """next, previous, pause or play from the words (the grammar's and a topic's alike); `otherwise` where
+    none of them says."""
+    if re.search(_BACK, text):
+        return "previous"
+    if re.search(_ON, text):
+        return "next"
+    if re.search(r"\bagain\b", text):  # "play that again"; "start the music again" plays on
+        return "play" if re.search(r"\b(?:start|resume|restart)\b", text) else "previous"
+    if re.search(_PAUSE, text) and not re.search(r"\b(?:don't|do not|never) stop\b", text):
+        return "pause"
+    if re.search(r"\b(?:play|resume|start)\b", text):
+        return "play"
+    return otherwise
+
+
+def _setting(text: str) -> float | None:
+    """A number that can only be a cabin temperature (16-32 °C, 60-90 °F), not a level or a share."""
+    value = _number(text)
+    if value is None or re.search(r"\d\s*(?:percent|%|levels?|notch|steps?)", text):
+        return None
+    return _celsius(value, text) if 16 <= value <= 32 or 60 <= value <= 90 else None
+
+
+def _celsius(value: float, text: str) -> float:
+    """A temperature as the car sets it: a number of 50 or more is Fahrenheit ("keep it at 70") unless Celsius
+    is said, to the half degree."""
+    if re.search(r"\bfahrenheit\b", text) or (value >= 50 and not re.search(r"\b(?:celsius|centigrade)\b", text)):
+        return round((value - 32) * 5 / 9 * 2) / 2
+    return value
+
+
+def _volume(text: str) -> Command:
+    """The volume from the words (the grammar's and a topic's alike): up or down by so many ("raise it by two",
+    "down 5 notches"), the level given ("volume to 12"), else three steps either way."""
+    sign = -1 if re.search(_LESS, text) else 1
+    by = _number(text, r"\bby") or _number_before(text, _STEPS)
+    if by is not None:
+        return Command("adjust_volume", {"delta": sign * by})
+    value = _number(text)
+    if value is not None:
+        return Command("set_volume", {"level": value})
+    return Command("adjust_volume", {"delta": sign * 3})
 
 
 def _number_before(text: str, what: str) -> float | None:
@@ -317,7 +401,8 @@ def _degrees_by(text: str) -> float | None:
     three", "two degrees warmer"; None where a number is a setting ("up to 22") or no way is said."""
     m = re.search(
         r"\b(?:up|down|by)\s+(\d+(?:\.\d+)?)\s*(?:degrees?|deg)?\b(?! ?(?:percent|%|levels?|notch))"
-        r"|\b(\d+(?:\.\d+)?)\s*degrees?\s+(?:up|down|warmer|cooler|colder|hotter|higher|lower)\b",
+        r"|\b(\d+(?:\.\d+)?)\s*degrees?\s+(?:up|down|warmer|cooler|colder|hotter|higher|lower)\b"
+        r"|\b(?:increase|raise|decrease|lower|drop|reduce|bump)\b(?:(?!\bto\b).)*?\b(\d+(?:\.\d+)?)\s*degrees?\b",
         text,
     )
     if m is None or not re.search(_TEMPERATURE_WORDS, text):
@@ -325,7 +410,7 @@ def _degrees_by(text: str) -> float | None:
     up, down = re.search(_UP, text), re.search(_DOWN, text)
     if bool(up) == bool(down):
         return None
-    by = float(m.group(1) or m.group(2))
+    by = float(m.group(1) or m.group(2) or m.group(3))
     return by if up else -by
 
 
@@ -336,7 +421,7 @@ def command_for(topic: str, raw: str, state: dict[str, Any]) -> Command | None:
     text = words_to_digits(normalise(raw))
     if topic in ("window", "sunroof"):
         opening = _opening(text)
-        if topic == "sunroof":
+        if topic == "sunroof" or re.search(_ROOF, text):  # "the roof window"
             return Command("set_sunroof", {"position": _amount(text, opening)})
         return Command("set_window", {"window": window_group(text), "position": _amount(text, opening)})
     if topic == "seat_heat":
@@ -348,7 +433,7 @@ def command_for(topic: str, raw: str, state: dict[str, Any]) -> Command | None:
         by = _number(text, r"\bby") or (2 if re.search(r"\bcouple\b", text) else None)
         value = _number(text)
         if value is not None and by is None and not re.search(r"\bdegrees? (?:warmer|cooler|colder|hotter)\b", text):
-            return Command("set_temperature", {"zone": zone, "celsius": value})
+            return Command("set_temperature", {"zone": zone, "celsius": _celsius(value, text)})
         by = by or value or 1
         if re.search(_HOT, text) and not re.search(r"\b(?:too cold|cold|chilly|freezing)\b", text):
             return Command("adjust_temperature", {"zone": zone, "delta": -by})
@@ -358,23 +443,26 @@ def command_for(topic: str, raw: str, state: dict[str, Any]) -> Command | None:
     if topic == "fan":
         return Command("set_fan", {"level": _fan_level(text, state)})
     if topic == "ac":
+        if (celsius := _setting(text)) is not None:
+            return Command("set_temperature", {"zone": _zone(text), "celsius": celsius})
         return Command("set_ac", {"on": not re.search(_OFF, text)})
     if topic == "defrost":
         rear = bool(re.search(r"\b(?:rear|back)\b", text))
         return Command("set_defrost", {"which": "rear" if rear else "front", "on": not re.search(r"\boff\b", text)})
     if topic == "volume":
-        return Command("adjust_volume", {"delta": -3 if re.search(_LESS, text) else 3})
-    if topic == "track":
-        back = re.search(r"\b(?:previous|back|last|again|before)\b", text)
-        return Command("media", {"action": "previous" if back else "next"})
-    if topic == "music":
-        paused = re.search(r"\b(?:pause|stop|mute|silence|quiet|off|hold)\b", text)
-        return Command("media", {"action": "pause" if paused else "play"})
+        return _volume(text)
+    if topic in ("track", "music"):
+        action = _media_action(text, None)
+        if action is None and re.search(r"\b(?:up|down|louder|quieter)\b", text):
+            return _volume(text)  # "turn up the radio"
+        return Command("media", {"action": action or ("next" if topic == "track" else "play")})
     if topic == "navigate":
-        m = re.search(r"\b(?:to|towards|for)\s+(?:the\s+)?(.+)$", raw.strip(), re.I)
+        m = re.search(
+            r"\b(?:to|towards|for)\s+(?:the\s+)?(.+)$|\b((?:the\s+)?(?:nearest|closest)\s+.+)$", raw.strip(), re.I
+        )
         if m is None and (home := re.search(r"\b(home|work)\b", text)):
             return Command("navigate", {"destination": home.group(1)})
-        return Command("navigate", {"destination": m.group(1).strip(" .!?")}) if m else None
+        return Command("navigate", {"destination": (m.group(1) or m.group(2)).strip(" .!?")}) if m else None
     if topic == "cancel_navigation":
         return Command("cancel_navigation", {})
     if topic == "doors":

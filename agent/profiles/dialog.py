@@ -75,7 +75,13 @@ CAPABILITIES = (
 
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     # said over a reply to stop it (media/turn_taking.py cancels the reply): nothing to answer but that it stopped
-    ("stop", re.compile(r"^(?:ok(?:ay)? )?(?:stop|wait|hold on|be quiet|quiet|shut up|enough|cancel|never ?mind)\b")),
+    (
+        "stop",
+        re.compile(
+            r"^(?:ok(?:ay)? )?(?:stop|wait|hold on|be quiet|quiet|shut up|enough|cancel|never ?mind)\b|"
+            r"(?<!don't )(?<!not )\b(?:stop|cancel|be quiet|shut up|that's enough)$"  # "not now, I'm busy, cancel"
+        ),
+    ),
     (
         "repeat_last",
         re.compile(
@@ -98,10 +104,26 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("thanks", re.compile(r"\b(?:thank you|thanks)\b")),
     ("help", re.compile(r"\b(?:what can you do|help|who are you|what are you|what do you do)\b")),
     ("greet", re.compile(r"^(?:hi|hello|hey|good (?:morning|afternoon|evening))\b")),
-    ("bye", re.compile(r"\b(?:bye|goodbye|see you)\b")),
+    ("bye", re.compile(r"\b(?:bye|goodbye|see you|take care)\b")),
 ]
 
 
+# A skill's words asking what no skill does: a timer or an alarm ("set a timer" is no time), translating ("how
+# do you say thanks in Hindi" is no "say ..."), reading messages ("read my last text" is no "what I said"), a
+# place's hours ("what time does the shop close"), what the camera shows ("what do you see" is no "can you see
+# me")
+NO_SKILL = re.compile(
+    r"\b(?:timers?|alarms?|reminders?|stopwatch)\b|"
+    r"\bhow (?:do|would|can|should) (?:you|i|we|one) say\b.*\bin [a-z]+$|\btranslat(?:e|ion)\b|"
+    r"\bread (?:me |out )?(?:my|the|that|this) (?:last |latest |new |recent )?(?:texts?|messages?|e ?mails?|sms)\b|"
+    r"\bwhat time (?:does|do|did|will|are)\b|\bwhen does\b.*\b(?:open|close|start|finish|end)\b|"
+    r"\bin (?:french|spanish|german|italian|portuguese|chinese|mandarin|cantonese|japanese|korean|hindi|arabic|"
+    r"russian|dutch|polish|turkish|greek|swedish|latin|irish|welsh)$|"
+    # the camera says whether someone is there and how many, not what it shows
+    r"\bwhat (?:do|can) you see\b|\bdescribe (?:what|the|this|everything)\b|\bwhat am i (?:holding|wearing|doing)\b|"
+    r"\bam i (?:smiling|wearing|holding)\b|\b(?:turn|switch) (?:off|on) (?:the |my |your )?camera\b|"
+    r"\bcan you hear me\b|\bzoom\b|\brecogni[sz]e\b|\bwho am i$|\bfrom my face\b|\bread (?:it|them|that) out\b"
+)
 INTENTS = frozenset(intent for intent, _ in _PATTERNS)  # what the default assistant can answer
 # Words that belong to one intent, wherever they stand in a request (`IntentModel.guess`'s cues)
 CUES = {
@@ -189,7 +211,7 @@ class DefaultAssistant:
     def understands_exactly(self, text: str) -> bool:
         """Its grammar reads `text`."""
         said = normalise(text)
-        return bool(said) and any(p.search(said) for _, p in _PATTERNS)
+        return bool(said) and not NO_SKILL.search(said) and any(p.search(said) for _, p in _PATTERNS)
 
     def understands(self, text: str) -> bool:
         """It has an answer for `text` as it stands (no side effects: asked while the user may go on): its grammar
@@ -220,6 +242,8 @@ class DefaultAssistant:
         "help me write a card"), the grammar caught a word, not the request, and the model's reading stands. A
         car topic the model is sure of is the car's to weigh (`InCarAssistant.understand`). `heard`: see
         `IntentModel.guess`."""
+        if NO_SKILL.search(said):
+            return None, False, None
         guess = self.model.guess(said, cued(said, CUES), heard)
         for intent, pattern in _PATTERNS:
             if m := pattern.search(said):

@@ -1,7 +1,9 @@
 """The in-car assistant: speech to validated vehicle tools, and a spoken result.
 
 A question about how the car is ("Is the window open?") is answered from its state (`car_questions.py`). A
-request goes to the car's grammar first (`car_intents.parse`: exact slots), then to the general
+request in the car's words for what it has no tool for ("play BBC Radio 2", `NO_TOOL`), or in a skill's words
+for what no skill does ("set a timer", `dialog.NO_SKILL`), is out of scope. Any other goes to the car's grammar
+first (`car_intents.parse`: exact slots), then to the general
 assistant's, then by meaning (`understanding.py`, the car's examples and the general assistant's): a car
 topic is made a tool call from its words (`car_intents.command_for`), acted on when near an example, asked
 back ("Did you mean: turn on the seat heating?") when only close; what is near nothing the car or the
@@ -20,6 +22,7 @@ from agent.profiles.dialog import (
     CUES,
     DECLINED,
     INTENTS,
+    NO_SKILL,
     DefaultAssistant,
     DialogContext,
     Reply,
@@ -37,10 +40,20 @@ CAR_HELP = (
 # it reads ("open the boot" is near "open the window")
 NOT_MINE = re.compile(
     r"\b(?:boot|trunk|bonnet|hood|garage|wipers?|headlights?|lights|mirrors?|engine|tyres?|tires?|horn|indicators?|"
-    r"blinkers?|cruise control|autopilot|self driving|massage|gears?|handbrake|parking brake|seat (?:forward|back|"
-    r"position)|steering)\b"
+    r"blinkers?|beams?|hazards?|washer|cruise control|autopilot|self driving|massage|gears?|handbrake|parking brake|"
+    r"seat (?:forward|back|position)|steering|roof (?:rack|box|bars?))\b"
     # a seat moved ("raise my seat", "recline the passenger seat"), not heated
     r"|\b(?:raise|lower|move|recline|adjust|slide|tilt)\b(?!.*\b(?:heat|warm))(?:.*\bseats?\b)"
+)
+# What the car has words for but no tool: a station ("play BBC Radio 2" is no "play"), a ride booked ("book me
+# a cab to the station" is no route), a home's doors ("lock my front door at home"), how long the way is
+NO_TOOL = re.compile(
+    r"\b(?:radio stations?|fm|frequency|tune (?:in )?to|bbc)\b|\bradio \d|"
+    r"\b(?:book|order|call|get) (?:me |us )?(?:a |an )?(?:cab|taxi|uber|lyft|ride)\b|\bat home\b|"
+    r"\bhow (?:long|far)\b|\bhang up\b|"  # how far there is, a phone call
+    # parts and services the car's words are used of: a wiper on the rear window, the map's look, the seat's
+    # lumbar support, the warranty, the calendar, a route's tolls, music saved or downloaded
+    r"\b(?:wipers?|night mode|lumbar|warranty|calendar|toll roads?|download|save this song)\b"
 )
 CAR_CUES = CUES | {
     "window": re.compile(r"\bwindows?\b"),
@@ -120,8 +133,10 @@ class InCarAssistant:
         window" is the sunroof, "the back window is frosted" the rear defrost), and the model's topic stands
         where its words say which way. `heard`: see `IntentModel.guess`."""
         state = self.car.state.snapshot()
-        command = parse(text, state)
         said = normalise(text)
+        if NO_TOOL.search(said) or NO_SKILL.search(said):
+            return None, NONE, True
+        command = parse(text, state)
         if command is not None or self._general.understands_exactly(said):
             read = (command, "grammar", True) if command is not None else (None, "general", True)
             guess = self._guess(said, heard)

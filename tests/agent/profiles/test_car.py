@@ -97,6 +97,38 @@ def test_tool_definitions_cover_every_tool():
         ("Bump the temperature up two degrees.", "adjust_temperature", {"zone": "all", "delta": 2}),
         ("Drop it by three degrees.", "adjust_temperature", {"zone": "all", "delta": -3}),
         ("Turn the temperature up to 22.", "set_temperature", {"zone": "all", "celsius": 22}),
+        ("Turn the volume up by four.", "adjust_volume", {"delta": 4}),
+        # which track, wherever the words stand; pausing is not skipping
+        ("Skip back a song.", "media", {"action": "previous"}),
+        ("Go back to the last track.", "media", {"action": "previous"}),
+        ("Skip this one, I've heard it again and again.", "media", {"action": "next"}),
+        ("Stop the song for a minute.", "media", {"action": "pause"}),
+        # a temperature said with the air conditioning is a setting; Fahrenheit is read as such
+        ("Set the air con to 21.", "set_temperature", {"zone": "all", "celsius": 21}),
+        ("Set the temperature to 72.", "set_temperature", {"zone": "all", "celsius": 22}),
+        ("Put the heating on 68 fahrenheit.", "set_temperature", {"zone": "all", "celsius": 20}),
+        # named fan levels, "roll it up" without the window named, "pop" the locks, "seal" the roof
+        ("Fan on low.", "set_fan", {"level": 1}),
+        ("Fan on medium please.", "set_fan", {"level": 4}),
+        ("Roll it back down.", "set_window", {"window": "driver", "position": 100}),
+        ("Pop the door locks.", "lock_doors", {"locked": False}),
+        ("Seal the moonroof.", "set_sunroof", {"position": 0}),
+        ("It's getting a bit noisy, close the sunroof.", "set_sunroof", {"position": 0}),  # "a bit" is not how far
+        # a change of mind, a verb over a particle, "closing", the roof window, "to" a temperature is a setting
+        ("Open the, no wait, close the back windows.", "set_window", {"window": "rear", "position": 0}),
+        ("It's pouring down, shut my window.", "set_window", {"window": "driver", "position": 0}),
+        ("Could you try closing the passenger window?", "set_window", {"window": "passenger", "position": 0}),
+        ("Open the roof window.", "set_sunroof", {"position": 100}),
+        ("Raise the temperature to 23.", "set_temperature", {"zone": "all", "celsius": 23}),
+        ("Bump up the temp 2 degrees.", "adjust_temperature", {"zone": "all", "delta": 2}),
+        ("Cancel the heated seat.", "set_seat_heating", {"seat": "driver", "level": 0}),
+        ("Turn off central locking.", "lock_doors", {"locked": False}),
+        ("No more sat nav directions.", "cancel_navigation", {}),
+        ("I'd like to listen to some classical music.", "media", {"action": "play"}),
+        ("Make the fan gentler.", "set_fan", {"level": 1}),
+        ("Temperature twenty and a half.", "set_temperature", {"zone": "all", "celsius": 20.5}),
+        ("Please close the air condition.", "set_ac", {"on": False}),
+        ("Hold the track, I'm on the phone.", "media", {"action": "pause"}),
     ],
 )
 def test_grammar(said, tool, args):
@@ -112,10 +144,24 @@ def test_grammar(said, tool, args):
         ("fan", "Could you soften the airflow?", "set_fan", {"level": 1}),
         ("fan", "Blower on full blast.", "set_fan", {"level": 7}),
         ("temperature", "Knock it down two degrees.", "adjust_temperature", {"zone": "all", "delta": -2}),
+        ("temperature", "My toes are numb.", "adjust_temperature", {"zone": "all", "delta": 1}),
+        ("temperature", "It's an oven in this thing.", "adjust_temperature", {"zone": "all", "delta": -1}),
+        ("track", "Freeze this track a second.", "media", {"action": "pause"}),
+        ("track", "Take me back to the earlier one.", "media", {"action": "previous"}),
+        ("track", "Not this again, skip.", "media", {"action": "next"}),
+        ("music", "Put the tunes back on.", "media", {"action": "play"}),
+        ("music", "Hold the music.", "media", {"action": "pause"}),
+        ("music", "That's enough music.", "media", {"action": "pause"}),
+        ("volume", "My ears are ringing.", "adjust_volume", {"delta": -3}),
+        ("ac", "Aircon at 19 please.", "set_temperature", {"zone": "all", "celsius": 19}),
+        ("navigate", "Find the closest car wash.", "navigate", {"destination": "the closest car wash"}),
+        ("music", "Turn the tunes down.", "adjust_volume", {"delta": -3}),  # no word of playing: the volume
+        ("window", "Shut the roof window.", "set_sunroof", {"position": 0}),
     ],
 )
 def test_a_topic_the_model_placed_reads_its_slots_as_the_grammar_does(topic, said, tool, args):
-    """`command_for` shares the grammar's readings: it had no "lowest"/"full", no steps, and one step only."""
+    """`command_for` shares the grammar's readings: it had no "lowest"/"full", no steps, and one step only; a track
+    was skipped whatever the words (paused, gone back to), a place "nearest" had no destination."""
     cmd = command_for(topic, said, Car().state.snapshot())
     assert cmd is not None and (cmd.tool, cmd.arguments) == (tool, args)
 
@@ -130,3 +176,4 @@ def test_number_words():
     assert words_to_digits("set it to twenty one degrees") == "set it to 21 degrees"
     assert words_to_digits("one hundred percent") == "100 percent"
     assert words_to_digits("level three") == "level 3"
+    assert words_to_digits("nineteen and a half degrees") == "19.5 degrees"

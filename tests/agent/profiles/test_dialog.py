@@ -23,6 +23,7 @@ def ask(text, faces=None, history=()):
         ("Say hello world", "repeat_after", "Hello world."),
         ("Hello!", "greet", "Hello! How can I help?"),
         ("Thank you.", "thanks", "You're welcome."),
+        ("Right, take care.", "bye", "Goodbye! Talk to you later."),
     ],
 )
 def test_intents(said, intent, answer):

@@ -10,7 +10,7 @@ speech, recognised by Moonshine base-en, and read again where the assistant woul
 (agent/engines/cascade/second_reading.py), as a session does. Prints accuracy per intent, the confusions, the
 CPU per request (understanding alone), and writes JSON with the processor named.
 
-    python -m benchmarks.understanding [--corpus requests|heldout|heldout2|heldout3|heldout4|heldout5|heldout6|heldout7]
+    python -m benchmarks.understanding [--corpus requests|heldout|heldout2|...|heldout8]
         [--spoken [--no-second-reading]] [--out FILE]
 """
 
@@ -33,7 +33,7 @@ from agent.profiles.policies import make_policy
 
 CORPORA = Path(__file__).parent / "corpora"
 # the corpora, each per profile
-NAMES = ("requests", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6", "heldout7")
+NAMES = ("requests", "heldout", *(f"heldout{n}" for n in range(2, 9)))
 ONLY = {"heldout5": ("in_car",)}  # a corpus written for some profiles alone
 PROFILES = ("default", "in_car")
 CORPUS = {"default": "default", "in_car": "car"}
@@ -49,7 +49,8 @@ def read_corpus(profile: str, corpus: str = "requests") -> list[tuple[str, str]]
     written after 26452a7 and measured before and after the change that followed it), or "heldout6" (blind, both
     profiles, written after 660c954: measured there and after changes made from the other corpora's misses,
     before its own were read), or "heldout7" (blind, both profiles, written while the changes after heldout6's misses
-    were made, first measured after them)."""
+    were made, first measured after them), or "heldout8" (blind, both profiles, written after 697ec5a and measured
+    there)."""
     pairs = []
     for line in (CORPORA / f"{corpus}-{CORPUS[profile]}.tsv").read_text("utf-8").splitlines():
         if line.strip() and not line.startswith("#"):

@@ -116,7 +116,7 @@ NO_SKILL = re.compile(
     r"\b(?:timers?|alarms?|reminders?|stopwatch)\b|"
     r"\bhow (?:do|would|can|should) (?:you|i|we|one) say\b.*\bin [a-z]+$|\btranslat(?:e|ion)\b|"
     r"\bread (?:me |out )?(?:my|the|that|this) (?:last |latest |new |recent )?(?:texts?|messages?|e ?mails?|sms)\b|"
-    r"\bwhat time (?:does|do|did|will|are)\b|\bwhen does\b.*\b(?:open|close|start|finish|end)\b|"
+    r"\bwhat time (?:does|did|will|are)\b|\bwhat time do (?!you\b)|\bwhen does\b.*\b(?:open|close|start|finish|end)\b|"
     r"\bin (?:french|spanish|german|italian|portuguese|chinese|mandarin|cantonese|japanese|korean|hindi|arabic|"
     r"russian|dutch|polish|turkish|greek|swedish|latin|irish|welsh)$|"
     # the camera says whether someone is there and how many, not what it shows

@@ -24,6 +24,7 @@ def ask(text, faces=None, history=()):
         ("Hello!", "greet", "Hello! How can I help?"),
         ("Thank you.", "thanks", "You're welcome."),
         ("Right, take care.", "bye", "Goodbye! Talk to you later."),
+        ("What time do you have?", "time", "It's 9:05 PM."),  # not a place's hours ("what time do they open")
     ],
 )
 def test_intents(said, intent, answer):

@@ -152,10 +152,11 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
     zone = _zone(text)
     if re.search(_SEAT_HEAT, text):
         return _seat_heating(text, state)
-    if re.search(r"\bac\b|\bcooling\b", text) and (celsius := _setting(text)) is not None:
-        return Command("set_temperature", {"zone": zone, "celsius": celsius})  # "put the aircon on 22"
-    if re.search(r"\bac\b|\bcooling\b", text) and (on := _on_off(text)) is not None:
-        return Command("set_ac", {"on": on})
+    if re.search(r"\bac\b|\bcooling\b", text):
+        if (celsius := _setting(text)) is not None:
+            return Command("set_temperature", {"zone": zone, "celsius": celsius})  # "put the aircon on 22"
+        if (on := _on_off(text)) is not None:
+            return Command("set_ac", {"on": on})
     if re.search(r"\bfans?\b", text):
         return Command("set_fan", {"level": _fan_level(text, state)})
     if (by := _degrees_by(text)) is not None:  # "bump the temperature up two degrees", "drop it by three degrees"
@@ -168,7 +169,7 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
         return Command("adjust_temperature", {"zone": zone, "delta": change or 1})
     if re.search(_FEEL_HOT, text) or (temperature and re.search(r"\b(?:lower|drop|reduce|decrease)\b", text)):
         return Command("adjust_temperature", {"zone": zone, "delta": -(change or 1)})
-    if re.search(r"\b(?:temperature|degrees|thermostat|heating|heat|climate)\b", text):
+    if re.search(rf"{_TEMPERATURE}|\b(?:degrees|climate)\b", text):
         value = _number(text)
         if value is not None:
             return Command("set_temperature", {"zone": zone, "celsius": _celsius(value, text)})
@@ -225,7 +226,7 @@ _FEEL_HOT = (
 )
 _ROOF = r"\b(?:sun ?roof|moon ?roof|roof(?! (?:rack|box|bars?)))\b"
 _SHUT = r"\b(?:close|closed|closing|shut|shutting|seal)\b"
-_CLOSE = r"\b(?:close|closed|closing|shut|shutting|seal|up|raise|windy|draughty|drafty|cold air)\b"
+_CLOSE = rf"{_SHUT}|\b(?:up|raise|windy|draughty|drafty|cold air)\b"
 _OPEN = r"\b(?:open|opened|opening|down|lower|crack|let)\b"
 
 
@@ -312,7 +313,7 @@ def _seat_heating(text: str, state: dict[str, Any]) -> Command:
 
 
 _STEPS = r"\s*(?:levels?|notch(?:es)?|steps?|settings?|speeds?)\b"
-_TEMPERATURE_WORDS = r"\b(?:temperature|temp|heat|heating|thermostat|degrees?|warmer|cooler|colder|hotter)\b"
+_TEMPERATURE_WORDS = rf"{_TEMPERATURE}|\b(?:degrees?|warmer|cooler|colder|hotter)\b"
 _UP = r"\b(?:up|raise|increase|bump|higher|more|warmer|hotter)\b"
 _DOWN = r"\b(?:down|lower|drop|reduce|decrease|less|cooler|colder)\b"
 

@@ -39,7 +39,7 @@ CAR_HELP = (
 # Parts of a car this one has no tool for: a request about them is out of scope, however near a tool's examples
 # it reads ("open the boot" is near "open the window")
 NOT_MINE = re.compile(
-    r"\b(?:boot|trunk|bonnet|hood|garage|wipers?|headlights?|lights|mirrors?|engine|tyres?|tires?|horn|indicators?|"
+    r"\b(?:boot|trunk|bonnet|hood|garage|headlights?|lights|mirrors?|engine|tyres?|tires?|horn|indicators?|"
     r"blinkers?|beams?|hazards?|washer|cruise control|autopilot|self driving|massage|gears?|handbrake|parking brake|"
     r"seat (?:forward|back|position)|steering|roof (?:rack|box|bars?))\b"
     # a seat moved ("raise my seat", "recline the passenger seat"), not heated
@@ -51,8 +51,9 @@ NO_TOOL = re.compile(
     r"\b(?:radio stations?|fm|frequency|tune (?:in )?to|bbc)\b|\bradio \d|"
     r"\b(?:book|order|call|get) (?:me |us )?(?:a |an )?(?:cab|taxi|uber|lyft|ride)\b|\bat home\b|"
     r"\bhow (?:long|far)\b|\bhang up\b|"  # how far there is, a phone call
-    # parts and services the car's words are used of: a wiper on the rear window, the map's look, the seat's
-    # lumbar support, the warranty, the calendar, a route's tolls, music saved or downloaded
+    # parts and services the car's words are used of, read before the grammar (which takes "the rear window
+    # wiper" for a window): the wipers, the map's look, the seat's lumbar support, the warranty, the calendar, a
+    # route's tolls, music saved or downloaded
     r"\b(?:wipers?|night mode|lumbar|warranty|calendar|toll roads?|download|save this song)\b"
 )
 CAR_CUES = CUES | {

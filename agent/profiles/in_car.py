@@ -56,6 +56,15 @@ NO_TOOL = re.compile(
     # route's tolls, music saved or downloaded
     r"\b(?:wipers?|night mode|lumbar|warranty|calendar|toll roads?|download|save this song)\b"
 )
+# a question of how things are or work ("how do electric windows work", "is it safe to leave the sunroof open",
+# "what does the AC button mean"): the car's words asked about, not for. The way somewhere is the way there,
+# how to use the assistant is help, how many people the camera's count
+KNOWLEDGE = re.compile(
+    r"^(?:how (?:do|does|did|often|hot|cold|much|many|old|big|fast|come)|why (?:do|does|did)|does|"
+    r"is it (?:safe|legal|illegal|bad|normal|true|better|worth)|"
+    r"what(?:'s| is| are) the (?:difference|point|best|meaning)|what does\b.*\bmean$)\b"
+    r"(?!.*\b(?:you|voice|assistant|get (?:to|back|home)|people|of us)\b)(?!.*\bthis (?:thing )?work)"
+)
 CAR_CUES = CUES | {
     "window": re.compile(r"\bwindows?\b"),
     "sunroof": re.compile(r"\b(?:sun ?roof|moon ?roof|roof)\b"),
@@ -135,7 +144,7 @@ class InCarAssistant:
         where its words say which way. `heard`: see `IntentModel.guess`."""
         state = self.car.state.snapshot()
         said = normalise(text)
-        if NO_TOOL.search(said) or NO_SKILL.search(said):
+        if NO_TOOL.search(said) or NO_SKILL.search(said) or KNOWLEDGE.search(said):
             return None, NONE, True
         command = parse(text, state)
         if command is not None or self._general.understands_exactly(said):

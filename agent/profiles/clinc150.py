@@ -11,9 +11,7 @@ tools come near.
 
 from __future__ import annotations
 
-from importlib import resources
-
-from agent.profiles.understanding import NONE, read_pairs
+NONE = "none"  # `understanding.NONE`, which reads these (this module imports nothing of it: no cycle)
 
 # CLINC150's intent -> the intent model's, per profile; an intent not named is out of scope (NONE)
 _SHARED = {
@@ -40,9 +38,3 @@ def intent_of(profile: str, clinc: str) -> str | None:
     if clinc in UNCLEAR[profile]:
         return None
     return INTENTS[profile].get(clinc, NONE)
-
-
-def read_clinc150(profile: str) -> list[tuple[str, str]]:
-    """(intent, request) pairs of CLINC150's examples (`exemplars/clinc150.tsv`) for `profile`, less the unclear."""
-    text = resources.files("agent.profiles").joinpath("exemplars", "clinc150.tsv").read_text("utf-8")
-    return [(intent, r) for clinc, r in read_pairs(text) if (intent := intent_of(profile, clinc)) is not None]

@@ -41,6 +41,8 @@ from typing import Any
 
 import numpy as np
 
+from agent.profiles.clinc150 import intent_of
+
 log = logging.getLogger(__name__)
 
 NONE = "none"  # no skill for it
@@ -108,6 +110,13 @@ def read_examples(profile: str, heard: bool = False, shared: bool = True) -> lis
     if shared and profile != "default":
         pairs += [(i, r) for i, r in read_examples("default", heard) if i != NONE]
     return pairs
+
+
+def read_clinc150(profile: str) -> list[tuple[str, str]]:
+    """(intent, request) pairs of CLINC150's examples (`exemplars/clinc150.tsv`, `clinc150.py`) for `profile`
+    ("default" or "car"), less those whose intent is unclear there."""
+    text = resources.files("agent.profiles").joinpath("exemplars", "clinc150.tsv").read_text("utf-8")
+    return [(intent, r) for clinc, r in read_pairs(text) if (intent := intent_of(profile, clinc)) is not None]
 
 
 @functools.cache
@@ -216,8 +225,6 @@ class IntentModel:
                     sentence_vectors.PACKAGE,
                 )
             sentences = SENTENCES if sentence_vectors.available() else 0.0
-            from agent.profiles.clinc150 import read_clinc150
-
             own = read_examples(profile) + read_examples(profile, heard=True)
             strangers = read_clinc150(profile)
             weights = [1.0] * len(own) + [STRANGERS] * len(strangers)

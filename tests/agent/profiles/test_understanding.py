@@ -6,11 +6,21 @@ from importlib import resources
 
 import pytest
 
+from agent.profiles import clinc150
 from agent.profiles.car_intents import parse
-from agent.profiles.clinc150 import intent_of, read_clinc150
+from agent.profiles.clinc150 import intent_of
 from agent.profiles.dialog import DefaultAssistant, DialogContext, Seen, normalise
 from agent.profiles.in_car import CAR_HELP, InCarAssistant
-from agent.profiles.understanding import NONE, NOVEL, SENTENCES, Guess, IntentModel, read_examples, vocabulary
+from agent.profiles.understanding import (
+    NONE,
+    NOVEL,
+    SENTENCES,
+    Guess,
+    IntentModel,
+    read_clinc150,
+    read_examples,
+    vocabulary,
+)
 from benchmarks.understanding import CLINC, NAMES, ONLY, PROFILES, read_corpus
 
 NOW = dt.datetime(2026, 12, 2, 20, 15, tzinfo=dt.UTC)
@@ -299,7 +309,7 @@ def test_asking_how_the_cars_parts_are_or_work_is_out_of_scope(said, does):
     ],
 )
 def test_what_strangers_ask_that_no_skill_does_is_out_of_scope(profile, said):
-    """Fails without CLINC150's examples (`clinc150.read_clinc150`): the model, which knew only the examples
+    """Fails without CLINC150's examples (`understanding.read_clinc150`): the model, which knew only the examples
     written here, took each for the skill whose words it has (repeated it, gave the date, looked at the camera)."""
     assistant = DefaultAssistant() if profile == "default" else InCarAssistant()
     reply = assistant.reply(said, CTX)
@@ -326,7 +336,7 @@ def test_clinc150s_intents_are_mapped_to_each_assistants(profile):
     assert ("navigate" in intents) == (profile == "car") and "repeat_last" not in intents
     assert intent_of(profile, "play_music") == ("music" if profile == "car" else NONE)
     assert intent_of(profile, "repeat") is None and intent_of(profile, "balance") == NONE
-    assert 1000 < len(pairs) < 1300
+    assert 1000 < len(pairs) < 1300 and clinc150.NONE == NONE
 
 
 @pytest.mark.parametrize(

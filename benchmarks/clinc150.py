@@ -70,10 +70,11 @@ def main() -> None:
     _write(CORPORA / "clinc150-test.tsv", f"{SOURCE}: the test and oos_test splits; {note}", test)
     _write(CORPORA / "clinc150-val.tsv", f"{SOURCE}: the val and oos_val splits; {note}", val)
     exemplars = resources.files("agent.profiles").joinpath("exemplars", "clinc150.tsv")
-    header = f"{SOURCE}: the first {args.per_intent} of each intent's train split ({args.per_skill} of a skill's here)"
-    header += ", less any test or val request"
-    header += " or any of the corpora here"
-    _write(Path(str(exemplars)), f"{header}; {note}", train)
+    header = (
+        f"{SOURCE}: the first {args.per_intent} of each intent's train split ({args.per_skill} of a skill's here), "
+        f"less any test or val request or any of the corpora here; {note}"
+    )
+    _write(Path(str(exemplars)), header, train)
 
 
 if __name__ == "__main__":

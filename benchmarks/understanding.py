@@ -28,8 +28,10 @@ import numpy as np
 
 from agent.config import UnderstandingConfig
 from agent.machine import machine
+from agent.profiles.clinc150 import intent_of
 from agent.profiles.dialog import DialogContext, Reply, Seen
 from agent.profiles.policies import make_policy
+from agent.profiles.understanding import read_pairs
 
 CORPORA = Path(__file__).parent / "corpora"
 # the corpora, each per profile
@@ -57,27 +59,12 @@ def read_corpus(profile: str, corpus: str = "requests") -> list[tuple[str, str]]
     there), or "heldout9" (blind, both profiles, written after 20a1461 and measured there); or "clinc150"
     ("clinc150-val"), CLINC150's test (validation) requests, labelled by
     `agent.profiles.clinc150` less those it leaves out."""
-    if corpus in CLINC:
-        return _clinc(profile, corpus)
-    pairs = []
-    for line in (CORPORA / f"{corpus}-{CORPUS[profile]}.tsv").read_text("utf-8").splitlines():
-        if line.strip() and not line.startswith("#"):
-            label, request = line.split("\t")
-            pairs.append((label, request))
-    return pairs
-
-
-def _clinc(profile: str, corpus: str) -> list[tuple[str, str]]:
-    from agent.profiles.clinc150 import intent_of
-
+    if corpus not in CLINC:
+        return read_pairs((CORPORA / f"{corpus}-{CORPUS[profile]}.tsv").read_text("utf-8"))
     name = "clinc150-test" if corpus == "clinc150" else corpus
-    pairs = []
-    for line in (CORPORA / f"{name}.tsv").read_text("utf-8").splitlines():
-        if line.strip() and not line.startswith("#"):
-            clinc, request = line.split("\t")
-            if (intent := intent_of(CORPUS[profile], clinc)) is not None:
-                pairs.append((_CLINC_LABELS.get(intent, intent), request))
-    return pairs
+    pairs = read_pairs((CORPORA / f"{name}.tsv").read_text("utf-8"))
+    intents = [(intent_of(CORPUS[profile], clinc), request) for clinc, request in pairs]
+    return [(_CLINC_LABELS.get(intent, intent), request) for intent, request in intents if intent is not None]
 
 
 def label_of(reply: Reply, before: dict[str, Any]) -> str:

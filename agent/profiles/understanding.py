@@ -175,11 +175,11 @@ class IntentModel:
         from sklearn.linear_model import LogisticRegression
 
         weights = [1.0] * len(examples) if weights is None else weights
-        kept = [k for k, (_, request) in enumerate(examples) if normalise(request)]
-        examples, weight = [examples[k] for k in kept], np.array([weights[k] for k in kept])
-        self.intents = sorted({intent for intent, _ in examples})
-        requests = [normalise(request) for _, request in examples]
-        labels = np.array([self.intents.index(intent) for intent, _ in examples])
+        rows = [(i, said, w) for (i, request), w in zip(examples, weights, strict=True) if (said := normalise(request))]
+        self.intents = sorted({intent for intent, _, _ in rows})
+        requests = [said for _, said, _ in rows]
+        labels = np.array([self.intents.index(intent) for intent, _, _ in rows])
+        weight = np.array([w for _, _, w in rows])
         self._words = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, token_pattern=r"[a-z0-9']+")
         self._letters = TfidfVectorizer(analyzer="char_wb", ngram_range=(4, 4), sublinear_tf=True)
         self.sentences, self.novel = sentences, novel if sentences else 0.0

@@ -8,7 +8,6 @@ import pytest
 
 from agent.profiles import clinc150
 from agent.profiles.car_intents import parse
-from agent.profiles.clinc150 import intent_of
 from agent.profiles.dialog import DefaultAssistant, DialogContext, Seen, normalise
 from agent.profiles.in_car import CAR_HELP, InCarAssistant
 from agent.profiles.understanding import (
@@ -334,8 +333,8 @@ def test_clinc150s_intents_are_mapped_to_each_assistants(profile):
     intents = {intent for intent, _ in pairs}
     assert NONE in intents and {"time", "date", "help", "greet", "bye", "thanks"} < intents
     assert ("navigate" in intents) == (profile == "car") and "repeat_last" not in intents
-    assert intent_of(profile, "play_music") == ("music" if profile == "car" else NONE)
-    assert intent_of(profile, "repeat") is None and intent_of(profile, "balance") == NONE
+    assert clinc150.intent_of(profile, "play_music") == ("music" if profile == "car" else NONE)
+    assert clinc150.intent_of(profile, "repeat") is None and clinc150.intent_of(profile, "balance") == NONE
     assert 1000 < len(pairs) < 1300 and clinc150.NONE == NONE
 
 

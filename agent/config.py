@@ -253,14 +253,24 @@ class InterruptionsConfig:
 @dataclass
 class UnderstandingConfig:
     """A spoken request the offline assistant would not act on is read again leaning toward its words
-    (agent/engines/cascade/second_reading.py); chosen on the examples (`python -m benchmarks.phrase_bias`)."""
+    (agent/engines/cascade/second_reading.py; chosen on the examples: `python -m benchmarks.phrase_bias`), and
+    where it would still not act, heard by Whisper tiny.en too (second_opinion.py; chosen on the corpora:
+    `python -m benchmarks.understanding --spoken`)."""
 
     second_reading: bool = True
     bonus: float = 2.0  # log-likelihood added to each token of the assistant's words
     within: float = 1.0  # how much less likely than the first reading (natural log) the second may be
+    # Off unless the profile's YAML says (the car's does): a turn not acted on waits for Whisper, and the default
+    # assistant's turns are often talk it has no skill for, where Whisper only delays the answer
+    second_opinion: bool = False
+    opinion_within: float = 20.0  # how much less likely than its own reading Moonshine may find Whisper's
+    opinion_below: float = -0.1  # asked only where Moonshine was this sure of its reading or less (a token)
 
     def reading(self) -> tuple[float, float] | None:
         return (self.bonus, self.within) if self.second_reading else None
+
+    def opinion(self) -> tuple[float, float] | None:
+        return (self.opinion_within, self.opinion_below) if self.second_opinion else None
 
 
 @dataclass
@@ -290,6 +300,7 @@ class Config:
             "target_lang": self.translate.target_lang,
             "interruptions": self.interruptions.judging(),
             "second_reading": self.understanding.reading(),
+            "second_opinion": self.understanding.opinion(),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -354,4 +365,5 @@ def profile_config(base: Config, profile: str) -> Config:
     merged.profile = profile
     merged.engine.end_silence_ms = own.engine.end_silence_ms
     merged.translate = own.translate
+    merged.understanding.second_opinion = own.understanding.second_opinion
     return merged

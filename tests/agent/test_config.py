@@ -15,6 +15,16 @@ def test_a_sessions_end_of_turn_silence_comes_from_its_profiles_yaml():
     assert "end_silence_ms" not in Profile.__slots__  # not a second source beside the YAML
 
 
+def test_only_the_cars_sessions_ask_whisper_for_a_second_opinion_whatever_the_servers_profile():
+    """configs/in_car.yaml turns `understanding.second_opinion` on; the default's leaves it off (a turn not acted
+    on would wait for Whisper). A session takes its own profile's, on a server of either profile."""
+    default, car = load_config(CONFIG_DIR / "default.yaml"), load_config(CONFIG_DIR / "in_car.yaml")
+    assert default.session_options()["second_opinion"] is None
+    assert car.session_options()["second_opinion"] == (20.0, -0.1)
+    assert profile_config(default, "in_car").session_options()["second_opinion"] == (20.0, -0.1)
+    assert profile_config(car, "default").session_options()["second_opinion"] is None
+
+
 def test_off_unquoted_in_yaml_is_the_switch_off_not_a_type_error(tmp_path):
     path = tmp_path / "off.yaml"
     path.write_text("media:\n  echo_cancellation: off\n  jitter_buffer: off\n")  # YAML 1.1: off is false

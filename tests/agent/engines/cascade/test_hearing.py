@@ -114,31 +114,56 @@ async def test_the_pass_at_the_pause_never_waits_behind_background_passes_or_a_v
     assert any(isinstance(e, TurnEnd) for e in events)
 
 
+async def said_to_the_car(models, text: str, options: dict) -> tuple[list[str], list[tuple[str, dict]], dict]:
+    """`text` said to a car session by a voice Moonshine hears badly (espeak-ng's en-gb-x-gbcwmd): the user's
+    final transcripts, the tool calls and the session's counters."""
+    from agent.engines.base import ToolCall
+    from benchmarks.harness import espeak_rendering
+
+    engine = CascadeEngine(models=models)
+    session = await engine.open_session(get_profile("in_car"), options)
+    try:
+        events = await speak(session, espeak_rendering(text, "en-gb-x-gbcwmd", speed=165), 3.0)
+        counters = session.counters()
+    finally:
+        await session.close()
+        await engine.close()
+    finals = [e.text for e in events if isinstance(e, TranscriptDelta) and e.role == "user" and e.final]
+    calls = [(e.name, e.arguments) for e in events if isinstance(e, ToolCall) and e.name != "get_vehicle_state"]
+    print(finals, calls, counters["second_readings"], counters["second_opinions"])
+    return finals, calls, counters
+
+
 @pytest.mark.parametrize("second_reading", [True, False])
 async def test_a_request_heard_as_nonsense_is_read_again_leaning_toward_the_cars_words(models, second_reading):
     """Said by a voice Moonshine hears badly, "The windscreen is steamed up." is "The winds creating stained up.":
     read again from the same encoding, leaning toward the car's words (understanding.second_reading), it is
     acted on; without, it is not."""
     from agent.config import UnderstandingConfig
-    from agent.engines.base import ToolCall
-    from benchmarks.harness import espeak_rendering
 
-    engine = CascadeEngine(models=models)
     options = {"second_reading": UnderstandingConfig(second_reading=second_reading).reading()}
-    session = await engine.open_session(get_profile("in_car"), options)
-    try:
-        said = espeak_rendering("the windscreen is steamed up", "en-gb-x-gbcwmd", speed=165)
-        events = await speak(session, said, 3.0)
-        counters = session.counters()
-    finally:
-        await session.close()
-        await engine.close()
-    finals = [e.text for e in events if isinstance(e, TranscriptDelta) and e.role == "user" and e.final]
-    calls = [e for e in events if isinstance(e, ToolCall) and e.name != "get_vehicle_state"]
-    print(finals, [(c.name, c.arguments) for c in calls], counters["second_readings"])
+    finals, calls, counters = await said_to_the_car(models, "the windscreen is steamed up", options)
     if second_reading:
         assert finals == ["The windscreen is dammed up."] and counters["second_readings"] == 1
-        assert [(c.name, c.arguments) for c in calls] == [("set_defrost", {"which": "front", "on": True})]
+        assert calls == [("set_defrost", {"which": "front", "on": True})]
     else:
         assert finals and "windscreen" not in finals[0].lower() and not calls
         assert counters["second_readings"] == 0
+
+
+@pytest.mark.parametrize("second_opinion", [True, False])
+async def test_a_request_neither_reading_makes_sense_of_is_heard_by_whisper_too(models, second_opinion):
+    """Said by that voice, "Open all the windows." is "Open all that we know." to Moonshine, leaning toward the
+    car's words or not: Whisper tiny.en (understanding.second_opinion) hears the request, and the windows
+    open; without it, nothing happens."""
+    from agent.config import UnderstandingConfig
+
+    config = UnderstandingConfig(second_opinion=second_opinion)
+    options = {"second_reading": config.reading(), "second_opinion": config.opinion()}
+    finals, calls, counters = await said_to_the_car(models, "open all the windows", options)
+    assert counters["second_readings"] == 0
+    if second_opinion:
+        assert finals == ["Open all the windows."] and counters["second_opinions"] == 1
+        assert calls and all(name == "set_window" and args["position"] == 100 for name, args in calls)
+    else:
+        assert finals == ["Open all that we know."] and not calls and counters["second_opinions"] == 0

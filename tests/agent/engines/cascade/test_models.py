@@ -186,3 +186,42 @@ def test_moonshine_reads_its_audio_again_leaning_toward_an_assistants_words(mode
     assert not no and kept is heard
     below = heard.log_prob - again.log_prob - 0.5  # a bound below the gap keeps the first reading
     assert SecondReading(bias, within=below).read(recognizer, heard, car.acts_on) == (heard, False)
+
+
+def test_whisper_gives_a_second_opinion_where_neither_of_moonshines_readings_is_acted_on(models):
+    """`SecondOpinion.read`: "Open all the windows." said by a voice Moonshine hears badly is "Open all that we
+    know." whichever way it leans; Whisper tiny.en hears the request, which the car acts on and Moonshine finds
+    about as likely as its own reading, of which it was unsure. A reading acted on, or one Moonshine was surer of
+    than the config's `opinion_below`, is never heard again, and a bound below the gap keeps Moonshine's."""
+    from agent.engines.cascade.models import second_opinion_recognizer
+    from agent.engines.cascade.second_opinion import SecondOpinion
+    from agent.engines.cascade.second_reading import SecondReading
+    from agent.profiles.in_car import InCarAssistant
+    from agent.profiles.understanding import vocabulary
+
+    recognizer, whisper = models.recognizer, second_opinion_recognizer()
+    assert second_opinion_recognizer() is whisper and whisper.beam == 5  # loaded once
+    pad = np.zeros(3200, np.float32), np.zeros(4800, np.float32)
+    audio = np.concatenate([pad[0], espeak_rendering("open all the windows", "en-gb-x-gbcwmd", speed=165), pad[1]])
+    car = InCarAssistant()
+    heard = recognizer.hear(audio, weighable=True)
+    again, read_again = SecondReading(recognizer.phrase_bias(vocabulary("car"), 2.0), 1.0).read(
+        recognizer, heard, car.acts_on
+    )
+    print(f"Moonshine {heard.text!r} ({heard.sureness:.2f} a token), leaning {again.text!r}")
+    assert not read_again and not car.acts_on(heard.text) and heard.sureness <= -0.1
+    taken, yes = SecondOpinion(whisper, 20.0, -0.1).read(recognizer, heard, audio, car.acts_on)
+    assert yes and taken.text == "Open all the windows." and car.acts_on(taken.text)
+    (gap,) = recognizer.weigh(heard, [taken.text])
+    assert SecondOpinion(whisper, gap - 0.5, -0.1).read(recognizer, heard, audio, car.acts_on) == (heard, False)
+
+    class Deaf:  # a second opinion that must not be asked
+        def hear(self, audio):
+            raise AssertionError("a reading the car acts on was heard again")
+
+    clear = np.concatenate([pad[0], espeak_rendering("open all the windows", "en-us", speed=165), pad[1]])
+    said = recognizer.hear(clear, weighable=True)
+    assert car.acts_on(said.text)
+    assert SecondOpinion(Deaf(), 20.0, 0.0).read(recognizer, said, clear, car.acts_on) == (said, False)
+    surer = SecondOpinion(Deaf(), 20.0, heard.sureness - 0.01)  # Moonshine was surer of it than that
+    assert surer.read(recognizer, heard, audio, car.acts_on) == (heard, False)

@@ -1,8 +1,8 @@
 """A second opinion on a request neither of Moonshine's readings made sense of: Whisper tiny.en hears it too.
 
-Two recognisers trained apart mishear differently. Said by espeak-ng's voices under road noise, Moonshine
-hears "Can you turn the air con off?" as "Can you turn the air canal?" and "Slide the main roof open" as
-"Slide the miner of open", where Whisper tiny.en (beam 5) hears the request. Where the assistant would act on
+Two recognisers trained apart mishear differently. Under road noise, Moonshine hears "Can you turn the air con
+off?" as "Can you turn the air canal?" and "Slide the main roof open" as "Slide the miner of open", where
+Whisper tiny.en (beam 5) hears "the air can off" and "the main roof". Where the assistant would act on
 neither of Moonshine's readings (`second_reading.py`) and Moonshine was unsure of its words (at most `below`
 log-likelihood a token: a request it heard clearly and has no skill for is answered at once), Whisper hears
 the same audio, and its words are taken if the assistant acts on them and Moonshine finds them at most

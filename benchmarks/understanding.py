@@ -185,10 +185,9 @@ def spoken(
             first, taken = heard.text, False
             if second is not None:
                 heard, taken = second.read(recognizer, heard, make_policy(profile).acts_on)
-            unsure = heard.sureness is not None and opinion is not None and heard.sureness <= opinion.below
-            if opinion is not None and not taken and unsure and not make_policy(profile).acts_on(heard.text):
+            if opinion is not None and not taken and opinion.asks(heard, make_policy(profile).acts_on):
                 t0 = time.perf_counter()
-                heard, _ = opinion.read(recognizer, heard, audio, make_policy(profile).acts_on)
+                heard, _ = opinion.hear(recognizer, heard, audio, make_policy(profile).acts_on)
                 opinion_ms.append((time.perf_counter() - t0) * 1000)  # Whisper heard it
             got, _ = understood(profile, heard.text, heard=True)
             who = voice if k == 0 else "hibari"

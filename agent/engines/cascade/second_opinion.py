@@ -35,9 +35,20 @@ class SecondOpinion:
     ) -> tuple[Heard, bool]:
         """What to take the request for: `heard`, or the other recogniser's reading of `audio` where only that one
         is acted on (then True). `heard` must come from a `weighable` pass of `recognizer` over `audio`."""
-        sure = heard.sureness
-        if sure is None or sure > self.below or acts_on(heard.text):
+        if not self.asks(heard, acts_on):
             return heard, False
+        return self.hear(recognizer, heard, audio, acts_on)
+
+    def asks(self, heard: Heard, acts_on: Callable[[str], bool]) -> bool:
+        """Whether the other recogniser is asked: Moonshine was unsure of a reading not acted on."""
+        sure = heard.sureness
+        return sure is not None and sure <= self.below and not acts_on(heard.text)
+
+    def hear(
+        self, recognizer: Recognizer, heard: Heard, audio: np.ndarray, acts_on: Callable[[str], bool]
+    ) -> tuple[Heard, bool]:
+        """The other recogniser's reading of `audio` where it is acted on and Moonshine finds it within bound
+        (then True); else `heard`. `read` without the gate (`asks`)."""
         other = self.other.hear(audio)
         if not other.text or other.text == heard.text or not acts_on(other.text):
             return heard, False

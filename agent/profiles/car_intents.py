@@ -82,7 +82,7 @@ def _number(text: str, after: str = "") -> float | None:
     return float(m.group(1)) if m else None
 
 
-_SWITCH_OFF = r"\b(?:off|disable|stop|deactivate|no more|close|shut)\b"
+_SWITCH_OFF = r"\b(?:off|disabled?|stop|deactivated?|no more|close|shut)\b"
 _SWITCH_ON = r"\b(?:on|enable|start|activate)\b"
 
 
@@ -163,7 +163,7 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
         return Command("adjust_temperature", {"zone": zone, "delta": by})
     if re.search(_TEMPERATURE, text) and (to := _number(text, r"\bto")) is not None:  # "lower the heat to 19"
         return Command("set_temperature", {"zone": zone, "celsius": _celsius(to, text)})
-    change = _number(text, r"\bby") or _number(text, r"\b(?:raise|increase|lower|drop|reduce|decrease)\b.*?")
+    change = _number(text, _BY) or _number(text, r"\b(?:raise|increase|lower|drop|reduce|decrease)\b.*?")
     temperature = re.search(_TEMPERATURE, text)
     if re.search(_FEEL_COLD, text) or (temperature and re.search(r"\b(?:raise|increase)\b", text)):
         return Command("adjust_temperature", {"zone": zone, "delta": change or 1})
@@ -173,6 +173,8 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
         value = _number(text)
         if value is not None:
             return Command("set_temperature", {"zone": zone, "celsius": _celsius(value, text)})
+    if re.search(r"\bcabin\b", text) and (celsius := _setting(text)) is not None:  # "set the cabin to 19"
+        return Command("set_temperature", {"zone": zone, "celsius": celsius})
     # media
     if re.search(
         r"\b(?:volume|louder|quieter|quieten|softer|too loud|too quiet)\b|\b(?:music|radio|sound) (?:up|down)\b",
@@ -184,6 +186,7 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
     if re.search(
         r"\b(?:next|skip|previous|last)\b.*\b(?:song|track|one|1)\b|^(?:next|skip)\b|\bgo back a (?:song|track)\b|"
         r"\b(?:pause|stop|freeze|hold|halt)\b.*\b(?:music|song|track|radio|playback|media|tunes)\b|^pause\b|"
+        r"\bpaused? (?:it|that|this)\b|"
         r"\b(?:play|resume)\b|"
         r"\b(?:listen to|put on|putting on|stick on)\b.*\b(?:music|songs?|tunes|playlist|album|jazz|rock|pop|classical|"
         r"country|hip hop|rap|blues|reggae|bollywood|metal|disco|folk)\b",
@@ -225,8 +228,8 @@ _FEEL_HOT = (
     r"baking|hot in here|less hot|turn down the heat)\b"
 )
 _ROOF = r"\b(?:sun ?roof|moon ?roof|roof(?! (?:rack|box|bars?)))\b"
-_SHUT = r"\b(?:close|closed|closing|shut|shutting|seal)\b"
-_CLOSE = rf"{_SHUT}|\b(?:up|raise|windy|draughty|drafty|cold air)\b"
+_SHUT = r"\b(?:close[ds]?|closing|shuts?|shutting|seal)\b"
+_CLOSE = rf"{_SHUT}|\b(?:up|raise|windy|draughty|drafty|cold air|rain|raining|pouring)\b"
 _OPEN = r"\b(?:open|opened|opening|down|lower|crack|let)\b"
 
 
@@ -275,7 +278,7 @@ def _commanded(text: str, which_way: str = f"{_OPEN}|{_CLOSE}") -> str:
     return rest if re.search(which_way, rest) else text
 
 
-_OFF = r"\b(?:off|disable|stop|cancel|deactivate|no more|too hot|too warm|enough|kill|cut)\b"
+_OFF = r"\b(?:off|disabled?|stop|cancel|deactivated?|no more|too hot|too warm|enough|kill|cut)\b"
 # Which way, wherever the words stand: "that's way too loud" is down, "dial it back" is less
 _LESS = (
     r"\b(?:down|lower|lowering|lowest|less|decrease|decreasing|reduce|reducing|drop|quieter|quieten|soften|softer|"
@@ -313,6 +316,10 @@ def _seat_heating(text: str, state: dict[str, Any]) -> Command:
 
 
 _STEPS = r"\s*(?:levels?|notch(?:es)?|steps?|settings?|speeds?)\b"
+# A number said as how far, not where to: "by two", "by like three", "two notches", "a notch or two", "up 3"
+_BY = r"\bby(?: like| about| around| maybe| another)?"
+_OR_SO = r"\ba (?:notch|step|level|click|bit) or"
+_UP_DOWN_BY = r"\b(?:up|down|higher|lower|louder|quieter)"
 _TEMPERATURE_WORDS = rf"{_TEMPERATURE}|\b(?:degrees?|warmer|cooler|colder|hotter)\b"
 _UP = r"\b(?:up|raise|increase|bump|higher|more|warmer|hotter)\b"
 _DOWN = r"\b(?:down|lower|drop|reduce|decrease|less|cooler|colder)\b"
@@ -331,7 +338,7 @@ def _fan_level(text: str, state: dict[str, Any]) -> int | float:
         return (FAN_MAX + 1) // 2
     if re.search(r"\b(?:highest|maximum|max|full(?: blast)?|top)\b", text):
         return FAN_MAX
-    steps = _number(text, r"\bby") or _number_before(text, _STEPS)
+    steps = _steps(text)
     if steps is not None:
         return max(0, min(FAN_MAX, current - steps if less else current + steps))
     level = _number(text)
@@ -342,9 +349,14 @@ def _fan_level(text: str, state: dict[str, Any]) -> int | float:
 
 # Which way the music goes, wherever the words stand: "skip back" and "the one before this" go back, "not this
 # one again, skip it" goes on, "freeze the track" and "hold the song" pause
-_BACK = r"\b(?:previous|back(?! on\b)|earlier|before|replay|rewind|return|last (?:one|1|song|track|tune))\b"
-_ON = r"\b(?:next|skip|forward|following|another|different|change)\b"
-_PAUSE = r"\b(?:pause|stop|hold|freeze|halt|mute|silence|off|enough|shh+)\b"
+_BACK = (
+    r"\b(?:previous|back(?! on\b)|earlier|before|replay|rewind|return|last (?:one|1|song|track|tune)|"
+    r"restart (?:this|the|that)|from the (?:beginning|start|top))\b"
+)
+_ON = r"\b(?:next|skip|skipping|forward|following|another|different|change|after (?:this|that)(?: one)?)\b"
+# A track disliked is a track skipped ("I'm sick of this song"); one liked, or only named, is no command
+_DISLIKE = r"\b(?:don't like|do not like|hate|sick of|tired of|awful|terrible|rubbish|boring|can't stand|enough of)\b"
+_PAUSE = r"\b(?:paused?|stop|hold|freeze|halt|mute|silence|off|enough|shh+)\b"
 
 
 def _media_action(text: str, otherwise: str | None = "play") -> str | None:
@@ -383,13 +395,23 @@ def _volume(text: str) -> Command:
     """The volume from the words (the grammar's and a topic's alike): up or down by so many ("raise it by two",
     "down 5 notches"), the level given ("volume to 12"), else three steps either way."""
     sign = -1 if re.search(_LESS, text) else 1
-    by = _number(text, r"\bby") or _number_before(text, _STEPS)
+    by = _steps(text)
     if by is not None:
         return Command("adjust_volume", {"delta": sign * by})
     value = _number(text)
     if value is not None:
         return Command("set_volume", {"level": value})
     return Command("adjust_volume", {"delta": sign * 3})
+
+
+def _steps(text: str) -> float | None:
+    """How many steps up or down a level goes where a number says how far, not where to ("up to 5" is a level)."""
+    return (
+        _number(text, _BY)
+        or _number_before(text, _STEPS)
+        or _number(text, _OR_SO)
+        or (_number(text, _UP_DOWN_BY) if not re.search(r"\b(?:to|at)\s+\d", text) else None)
+    )
 
 
 def _number_before(text: str, what: str) -> float | None:
@@ -418,7 +440,8 @@ def _degrees_by(text: str) -> float | None:
 def command_for(topic: str, raw: str, state: dict[str, Any]) -> Command | None:
     """The tool call for a request the grammar did not read but the intent model placed (`topic`, one of
     `exemplars/car.tsv`'s): which way from the words ("shut", "too loud", "I'm freezing"), the slots as the
-    grammar reads them, defaults for the rest. None: a slot it cannot do without (a destination, a number)."""
+    grammar reads them, defaults for the rest. None: a slot it cannot do without (a destination, a number,
+    which way a track goes)."""
     text = words_to_digits(normalise(raw))
     if topic in ("window", "sunroof"):
         opening = _opening(text)
@@ -431,7 +454,7 @@ def command_for(topic: str, raw: str, state: dict[str, Any]) -> Command | None:
         zone = _zone(text)
         if (by := _degrees_by(text)) is not None:
             return Command("adjust_temperature", {"zone": zone, "delta": by})
-        by = _number(text, r"\bby") or (2 if re.search(r"\bcouple\b", text) else None)
+        by = _number(text, _BY) or (2 if re.search(r"\bcouple\b", text) else None)
         value = _number(text)
         if value is not None and by is None and not re.search(r"\bdegrees? (?:warmer|cooler|colder|hotter)\b", text):
             return Command("set_temperature", {"zone": zone, "celsius": _celsius(value, text)})
@@ -456,6 +479,8 @@ def command_for(topic: str, raw: str, state: dict[str, Any]) -> Command | None:
         action = _media_action(text, None)
         if action is None and re.search(r"\b(?:up|down|louder|quieter)\b", text):
             return _volume(text)  # "turn up the radio"
+        if action is None and topic == "track" and not re.search(_DISLIKE, text):
+            return None  # "I love this song": which way is not said
         return Command("media", {"action": action or ("next" if topic == "track" else "play")})
     if topic == "navigate":
         m = re.search(

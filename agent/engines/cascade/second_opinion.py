@@ -8,11 +8,13 @@ log-likelihood a token: a request it heard clearly and has no skill for is answe
 the same audio, and its words are taken if the assistant acts on them and Moonshine finds them at most
 `within` (natural log) less likely than its own: a bound against words written over what neither model could
 make out. Only such a request waits for it (Whisper pads every input to 30 s: about 0.5 s here,
-docs/benchmarks.md).
+docs/benchmarks.md). Whisper learnt from subtitles, and over sounds it cannot make out it writes their
+pleasantries ("Thank you very much.", "Bye."): a reading made of nothing else is never taken (`PLEASANTRY`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -22,6 +24,15 @@ import numpy as np
 if TYPE_CHECKING:
     from agent.engines.cascade.models import Recognizer
     from agent.engines.cascade.moonshine import Heard
+
+
+# Words Whisper writes over what it could not make out; a reading of these alone is no request
+PLEASANTRY = frozenset("thank thanks you very much so for watching bye goodbye cheers okay ok oh".split())
+
+
+def pleasantry(text: str) -> bool:
+    words = re.findall(r"[a-z']+", text.lower())
+    return bool(words) and all(w in PLEASANTRY for w in words)
 
 
 @dataclass(frozen=True)
@@ -47,10 +58,10 @@ class SecondOpinion:
     def hear(
         self, recognizer: Recognizer, heard: Heard, audio: np.ndarray, acts_on: Callable[[str], bool]
     ) -> tuple[Heard, bool]:
-        """The other recogniser's reading of `audio` where it is acted on and Moonshine finds it within bound
-        (then True); else `heard`. `read` without the gate (`asks`)."""
+        """The other recogniser's reading of `audio` where it is acted on, is more than a pleasantry, and
+        Moonshine finds it within bound (then True); else `heard`. `read` without the gate (`asks`)."""
         other = self.other.hear(audio)
-        if not other.text or other.text == heard.text or not acts_on(other.text):
+        if not other.text or other.text == heard.text or pleasantry(other.text) or not acts_on(other.text):
             return heard, False
         gaps = recognizer.weigh(heard, [other.text], self.within)
         if gaps is None or gaps[0] > self.within:

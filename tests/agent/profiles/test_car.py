@@ -129,6 +129,17 @@ def test_tool_definitions_cover_every_tool():
         ("Temperature twenty and a half.", "set_temperature", {"zone": "all", "celsius": 20.5}),
         ("Please close the air condition.", "set_ac", {"on": False}),
         ("Hold the track, I'm on the phone.", "media", {"action": "pause"}),
+        # a number said as how far is a change, not a level ("up 3" went to 3, "by like three" set it to 3);
+        # the cabin is its temperature; "disabled", "closes", "paused" are the same words; rain shuts a window
+        ("Turn the volume up 3.", "adjust_volume", {"delta": 3}),
+        ("Make it louder by like three.", "adjust_volume", {"delta": 3}),
+        ("Fan up a notch or two.", "set_fan", {"level": 4}),
+        ("Turn the fan up 1.", "set_fan", {"level": 3}),
+        ("Set the cabin to 19.", "set_temperature", {"zone": "all", "celsius": 19}),
+        ("Disabled the passenger seat warmer please.", "set_seat_heating", {"seat": "passenger", "level": 0}),
+        ("The sunroof closes now please.", "set_sunroof", {"position": 0}),
+        ("Shh, pause it.", "media", {"action": "pause"}),
+        ("Windows, it's starting to rain.", "set_window", {"window": "all", "position": 0}),
     ],
 )
 def test_grammar(said, tool, args):
@@ -157,6 +168,11 @@ def test_grammar(said, tool, args):
         ("navigate", "Find the closest car wash.", "navigate", {"destination": "the closest car wash"}),
         ("music", "Turn the tunes down.", "adjust_volume", {"delta": -3}),  # no word of playing: the volume
         ("window", "Shut the roof window.", "set_sunroof", {"position": 0}),
+        ("fan", "Can you crank the blower a notch or two?", "set_fan", {"level": 4}),  # not to level 2
+        ("volume", "Turn it down 2.", "adjust_volume", {"delta": -2}),
+        ("track", "Would you mind skipping this track?", "media", {"action": "next"}),
+        ("track", "Restart this song.", "media", {"action": "previous"}),
+        ("track", "Can I hear the song after this one?", "media", {"action": "next"}),
     ],
 )
 def test_a_topic_the_model_placed_reads_its_slots_as_the_grammar_does(topic, said, tool, args):

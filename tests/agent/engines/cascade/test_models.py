@@ -225,3 +225,35 @@ def test_whisper_gives_a_second_opinion_where_neither_of_moonshines_readings_is_
     assert SecondOpinion(Deaf(), 20.0, 0.0).read(recognizer, said, clear, car.acts_on) == (said, False)
     surer = SecondOpinion(Deaf(), 20.0, heard.sureness - 0.01)  # Moonshine was surer of it than that
     assert surer.read(recognizer, heard, audio, car.acts_on) == (heard, False)
+
+
+def test_a_pleasantry_whisper_writes_over_what_it_could_not_make_out_is_never_taken(models):
+    """Whisper learnt from subtitles: in a measured voice-to-voice run it heard "Set the fan to the highest
+    setting." in noise as "Thank you very much.", the car took it and said you're welcome. Whisper does not write
+    it on demand, so a stand-in gives those words for Moonshine's unsure reading of a real request: the car would
+    answer them, and without `second_opinion.pleasantry` they were taken, however far Moonshine found them."""
+    from agent.engines.cascade.moonshine import Heard
+    from agent.engines.cascade.second_opinion import SecondOpinion, pleasantry
+    from agent.profiles.in_car import InCarAssistant
+
+    class Writes:  # in Whisper's place: what it wrote
+        def __init__(self, text: str) -> None:
+            self.text = text
+
+        def hear(self, audio):
+            return Heard(self.text)
+
+    recognizer, car = models.recognizer, InCarAssistant()
+    pad = np.zeros(3200, np.float32), np.zeros(4800, np.float32)
+    audio = np.concatenate([pad[0], espeak_rendering("open all the windows", "en-gb-x-gbcwmd", speed=165), pad[1]])
+    heard = recognizer.hear(audio, weighable=True)
+    assert not car.acts_on(heard.text) and car.acts_on("Thank you very much.")
+    unbounded = 1e9
+    for words in ("Thank you very much.", "Thanks for watching!", "Bye."):
+        assert pleasantry(words)
+        opinion = SecondOpinion(Writes(words), unbounded, 0.0)
+        assert opinion.read(recognizer, heard, audio, car.acts_on) == (heard, False), words
+    request = SecondOpinion(Writes("Open all the windows."), unbounded, 0.0)
+    taken, yes = request.read(recognizer, heard, audio, car.acts_on)
+    assert yes and taken.text == "Open all the windows."
+    assert not pleasantry("Thanks, now open the windows.") and not pleasantry("")

@@ -284,7 +284,8 @@ _LESS = (
     r"\b(?:down|lower|lowering|lowest|less|decrease|decreasing|reduce|reducing|drop|quieter|quieten|soften|softer|"
     r"gentle|gentler|weaker|slow|slower|minimum|"
     r"too loud|too strong|too much|too noisy|so loud|very loud|really loud|deafening|my ears|blasting|"
-    r"dial (?:it |that )?back|ease off|back off|tone (?:it |that )?down|not so loud)\b"
+    r"dial (?:it |that )?back|ease off|back off|tone (?:it |that )?down|not so loud|"
+    r"quiet (?:it|that|this|the|things|down))\b"  # "quiet the music", not "it's too quiet"
 )
 _UNLOCK = (
     r"\bunlock|\b(?:release|undo|disengage|take off|pop|switch off|turn off|disable)\b.*\block(?:s|ing)?\b|"
@@ -368,6 +369,8 @@ def _media_action(text: str, otherwise: str | None = "play") -> str | None:
         return "next"
     if re.search(r"\bagain\b", text):  # "play that again"; "start the music again" plays on
         return "play" if re.search(r"\b(?:start|resume|restart)\b", text) else "previous"
+    if re.search(r"\b(?:resume|unpause)\b", text):  # "resume it where I left off"
+        return "play"
     if re.search(_PAUSE, text) and not re.search(r"\b(?:don't|do not|never) stop\b", text):
         return "pause"
     if re.search(r"\b(?:play|resume|start)\b", text):

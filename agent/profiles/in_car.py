@@ -48,7 +48,7 @@ NOT_MINE = re.compile(
 # What the car has words for but no tool: a station ("play BBC Radio 2" is no "play"), a ride booked ("book me
 # a cab to the station" is no route), a home's doors ("lock my front door at home"), how long the way is
 NO_TOOL = re.compile(
-    r"\b(?:radio stations?|fm|frequency|tune (?:in )?to|bbc)\b|\bradio \d|"
+    r"\b(?:radio stations?|fm|frequency|tune (?:the radio |it |in )?(?:to|into)|bbc)\b|\bradio \d|"
     r"\b(?:book|order|call|get) (?:me |us )?(?:a |an )?(?:cab|taxi|uber|lyft|ride)\b|\bat home\b|"
     r"\bhow (?:long|far)\b|\bhang up\b|"  # how far there is, a phone call
     # parts and services the car's words are used of, read before the grammar (which takes "the rear window

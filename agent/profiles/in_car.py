@@ -56,15 +56,14 @@ NO_TOOL = re.compile(
     # route's tolls, music saved or downloaded
     r"\b(?:wipers?|night mode|lumbar|warranty|calendar|toll roads?|download|save this song)\b"
 )
-# What is played and is no music ("play my voicemail", "play I spy"), out of scope: the few kinds there are.
-# Anything else the grammar reads played is music, whoever it is by: the model has seen few of the names people
-# ask for, and a name it has not ("play Dua Lipa", "Taylor Swift") weighs toward none, so its none does not
-# overrule the grammar's play
+# What is played and is no music ("play my voicemail", "play I spy"), out of scope: the few kinds there are
 NOT_MUSIC = re.compile(
     r"\b(?:play|put on|listen to)\b.*\b(?:podcasts?|voicemails?|audio ?books?|games?|i spy|videos?|movies?|films?|"
     r"episodes?|messages?|news|reports?|chess|cards)\b"
 )
-# ... asked for as such: "play ...", "can you put on ...", "I want to listen to ..."
+# Anything else asked to be played ("play ...", "can you put on ...", "I want to listen to ...") is music,
+# whoever it is by: the model has seen few of the names people ask for, and one it has not ("play Dua Lipa",
+# "Taylor Swift") weighs toward none, so its none does not overrule the grammar's play
 PLAY = re.compile(
     r"^(?:(?:please|can you|could you|would you|will you|just|hey|ok|okay|um|uh|so|now|right|go on|and|maybe|"
     r"i want to|i'd like to|let's) )*(?:play|put on|stick on|chuck on|throw on|listen to|hear)\b"

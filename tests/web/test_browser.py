@@ -215,16 +215,19 @@ def test_page_in_car_panel_follows_spoken_commands(cascade_url, tmp_path):
     with browser(tmp_path, "Open the front window.") as page:
         page.goto(cascade_url + "?profile=in_car")
         page.click("#connect")
-        # the panel shows the car as it starts, then as the spoken command changed it
+        # the panel shows the car as it starts, then as the spoken command changed it. The fake microphone starts
+        # its file when the page asks for it, so a connection slower than its 0.5 s of silence clips the first
+        # "Open" ("Pandlafront Window." opened the driver's window alone); the file loops, and the whole
+        # command comes round again
         page.wait_for_selector("#car:not([hidden])", timeout=30_000)
-        left = page.locator('#car [data-key="windows.front_left"]')
+        right = page.locator('#car [data-key="windows.front_right"]')
         page.wait_for_function(
-            "document.querySelector('#car [data-key=\"windows.front_left\"]').textContent === '100% open'",
+            """['front_left', 'front_right'].every(w =>
+                document.querySelector(`#car [data-key="windows.${w}"]`).textContent === '100% open')""",
             timeout=60_000,
         )
-        assert page.locator('#car [data-key="windows.front_right"]').inner_text() == "100% open"
         assert page.locator('#car [data-key="windows.rear_left"]').inner_text() == "closed"
-        assert "changed" in left.get_attribute("class")
+        assert "changed" in right.get_attribute("class")  # the last change (both, or the second only)
         assert page.locator("#transcript li.notice").first.inner_text().startswith("✓ set_window")
         Path("results").mkdir(exist_ok=True)
         page.screenshot(path="results/page-in-car.png", full_page=True)

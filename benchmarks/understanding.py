@@ -184,11 +184,12 @@ def spoken(
             audio = audio.astype(np.float32)
             heard = recognizer.hear(audio, weighable=second is not None or opinion is not None)
             first, taken = heard.text, False
+            acts_on = make_policy(profile).acts_on  # a fresh policy per clip, as a session's first turn
             if second is not None:
-                heard, taken = second.read(recognizer, heard, make_policy(profile).acts_on)
-            if opinion is not None and not taken and opinion.asks(heard, make_policy(profile).acts_on):
+                heard, taken = second.read(recognizer, heard, acts_on)
+            if opinion is not None and not taken and opinion.asks(heard, acts_on):
                 t0 = time.perf_counter()
-                heard, _ = opinion.hear(recognizer, heard, audio, make_policy(profile).acts_on)
+                heard, _ = opinion.hear(recognizer, heard, audio, acts_on)
                 opinion_ms.append((time.perf_counter() - t0) * 1000)  # Whisper heard it
             got, _ = understood(profile, heard.text, heard=True)
             who = voice if k == 0 else "hibari"

@@ -367,13 +367,13 @@ def _media_action(text: str, otherwise: str | None = "play") -> str | None:
         return "previous"
     if re.search(_ON, text):
         return "next"
-    if re.search(r"\bagain\b", text):  # "play that again"; "start the music again" plays on
-        return "play" if re.search(r"\b(?:start|resume|restart)\b", text) else "previous"
-    if re.search(r"\b(?:resume|unpause)\b", text):  # "resume it where I left off"
+    if re.search(r"\b(?:resume|unpause)\b", text):  # "resume it where I left off", "resume it again"
         return "play"
+    if re.search(r"\bagain\b", text):  # "play that again"; "start the music again" plays on
+        return "play" if re.search(r"\b(?:start|restart)\b", text) else "previous"
     if re.search(_PAUSE, text) and not re.search(r"\b(?:don't|do not|never) stop\b", text):
         return "pause"
-    if re.search(r"\b(?:play|resume|start)\b", text):
+    if re.search(r"\b(?:play|start)\b", text):
         return "play"
     return otherwise
 

@@ -99,6 +99,14 @@ CAR_CUES = CUES | {
 }
 
 
+# What to ask where a car topic's request leaves out what it cannot do without (`command_for`'s None)
+MISSING = {
+    "navigate": "Where would you like to go?",
+    "track": "Should I skip this track, go back one, or pause the music?",
+    None: "Which way? For example: make it warmer, or set it to 21 degrees.",
+}
+
+
 def describe(command: Command) -> str:
     """A tool call in words, for asking back."""
     a = command.arguments
@@ -233,11 +241,7 @@ class InCarAssistant:
         if intent == NONE:
             return Reply(self.OUT_OF_SCOPE, "unknown")
         if intent not in ("grammar", "general") and intent not in INTENTS:  # a car topic, a slot missing
-            if intent == "navigate":
-                return Reply("Where would you like to go?", "ask")
-            if intent == "track":
-                return Reply("Should I skip this track, go back one, or pause the music?", "ask")
-            return Reply("Which way? For example: make it warmer, or set it to 21 degrees.", "ask")
+            return Reply(MISSING.get(intent, MISSING[None]), "ask")
         general = self._general.reply(text, ctx)
         if general.intent == "help":
             return Reply(CAR_HELP, "help")

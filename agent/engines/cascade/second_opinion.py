@@ -14,12 +14,13 @@ pleasantries ("Thank you very much.", "Bye."): a reading made of nothing else is
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from agent.profiles.understanding import normalise
 
 if TYPE_CHECKING:
     from agent.engines.cascade.models import Recognizer
@@ -31,7 +32,7 @@ PLEASANTRY = frozenset("thank thanks you very much so for watching bye goodbye c
 
 
 def pleasantry(text: str) -> bool:
-    words = re.findall(r"[a-z']+", text.lower())
+    words = normalise(text).split()
     return bool(words) and all(w in PLEASANTRY for w in words)
 
 

@@ -8,7 +8,8 @@ is waited for until it is late by more than the line's recent jitter (the
 target), measured as libwebrtc's NetEq does from the packets' own arrival
 times against their timestamps; then it is given up as lost and its slot is
 made up: from the FEC copy the next packet carries when it has one, else by
-the decoder's concealment. A packet that comes after its slot was made up is
+the decoder's concealment. From a sender that adds FEC the wait is a frame
+longer where the next packet has not come either: it carries the copy. A packet that comes after its slot was made up is
 late (counted; it only widens the target). The target follows the worst
 delay of the last few seconds, so it grows under jitter and falls back when
 the line calms; until a second of packets has measured the line it is that
@@ -95,6 +96,7 @@ class AdaptiveJitterBuffer:
         self._ts = 0  # ... and timestamp
         self._frame = clock_rate // 50  # a packet's length, as the stream shows it
         self._base = 0.0  # the least transit in the window: a packet that came as early as any
+        self.fec = False  # the sender adds FEC (the decoder's side says): a lost packet waits for the next one too
         self._start_measuring()
 
     def _start_measuring(self) -> None:
@@ -149,6 +151,8 @@ class AdaptiveJitterBuffer:
         """When the next slot is given up, `first` being the earliest packet held after it."""
         assert self._next is not None
         ts = self._held[first][0] - (first - self._next) * self._frame
+        if self.fec and first != self._next + 1:
+            ts += self._frame  # the next packet carries this one's FEC copy: given up with it, not before it came
         return ts / self.rate + self._base + self.stats.target_ms / 1000
 
     def _measure(self, ts: int, now: float) -> None:

@@ -24,6 +24,7 @@ from media.rtc.rate_estimator import MinFramePeriod, ThrottledRemb, WindowRate
 from media.rtc.video_decoding import IdleVideoDecoder
 
 log = logging.getLogger(__name__)
+STALL_S = 0.02  # a give-up timer this late means the loop was busy (one frame)
 
 
 class InlineAudioDecoder:
@@ -77,6 +78,8 @@ class InlineAudioDecoder:
             if self._opus is None:
                 self._opus = OpusDecoder(codec.clockRate, self._channels)
                 self._time_base = Fraction(1, codec.clockRate)
+            if not self.buffer.fec and OpusDecoder.carries_fec(encoded.data):
+                self.buffer.fec = True
             loop = asyncio.get_running_loop()
             self._play(self.buffer.push(encoded.sequence, encoded.timestamp, encoded.data, loop.time()), loop)
             return
@@ -97,11 +100,17 @@ class InlineAudioDecoder:
         else:
             private.deliver(self._receiver.track, frame)
 
-    def _poll(self) -> None:
+    def _poll(self, due: float, rechecked: bool = False) -> None:
         self._timer = None
-        if not self._stopped.is_set():
-            loop = asyncio.get_running_loop()
-            self._play(self.buffer.poll(loop.time()), loop)
+        if self._stopped.is_set():
+            return
+        loop = asyncio.get_running_loop()
+        if not rechecked and loop.time() - due > STALL_S:
+            # the timer ran late, so the loop (or the process) was busy, and what came meanwhile is still queued
+            # in the socket and the transport's tasks behind it: let that in before giving anything up
+            self._timer = loop.call_later(STALL_S, self._poll, loop.time() + STALL_S, True)
+            return
+        self._play(self.buffer.poll(loop.time()), loop)
 
     def _play(self, slots: list[Slot], loop: asyncio.AbstractEventLoop) -> None:
         opus = self._opus
@@ -132,7 +141,7 @@ class InlineAudioDecoder:
             self._timer = None
         due = self.buffer.deadline()
         if due is not None:
-            self._timer = loop.call_at(due, self._poll)
+            self._timer = loop.call_at(due, self._poll, due)
 
     def get(self) -> None:
         """aiortc's decoder thread: wait for the stop, then end the track."""

@@ -63,6 +63,21 @@ def test_a_lost_packet_is_given_up_once_later_than_the_jitter_and_the_next_one_o
     assert (buf.stats.lost, buf.stats.late) == (1, 1)
 
 
+def test_from_a_sender_that_adds_fec_a_lost_packet_waits_for_the_next_one_which_carries_its_copy():
+    rng = random.Random(1)
+    buf = AdaptiveJitterBuffer()
+    buf.fec = True
+    arrive(buf, [(k * 0.02 + rng.uniform(0, 0.03), k) for k in range(100)])
+    target = buf.stats.target_ms
+    assert buf.push(102, 102 * FRAME + 7, payload(102), 102 * 0.02) == []  # 100 lost, 101 still on its way
+    due = buf.deadline()
+    assert due is not None and abs(due - (101 * 0.02 + target / 1000)) < 0.005  # a frame past 100's own time
+    assert buf.poll(due - 0.001) == []
+    lost, *rest = buf.push(101, 101 * FRAME + 7, payload(101), due - 0.001)  # 100's time is past: it goes now
+    assert lost.payload is None and lost.following == payload(101)
+    assert [s.payload for s in rest] == [payload(101), payload(102)]
+
+
 def test_the_target_grows_with_jitter_and_falls_back_when_the_line_calms():
     rng = random.Random(2)
     buf = AdaptiveJitterBuffer(config=JitterConfig(window=150))

@@ -23,6 +23,8 @@ def voice(seconds: float) -> np.ndarray:
 async def over_the_line(jitter_buffer: str, packets: int = 300, fec: bool = False) -> tuple[dict, ImpairingRelay]:
     cfg = make_config("echo", "stream")
     cfg.media.jitter_buffer = jitter_buffer
+    # encoded before the call: encoding 6 s on the loop would stall it, and a stall reads as jitter
+    clip = encode_opus(voice(packets / 50 + 0.5), fec_loss_pct=10) if fec else voice(packets / 50 + 0.5)
     async with running(cfg) as server:
         mic = ReplayMicrophone(silence_packet()) if fec else None
         client = AgentClient(ws_url(server), mic=mic)
@@ -35,10 +37,7 @@ async def over_the_line(jitter_buffer: str, packets: int = 300, fec: bool = Fals
             return {k.removeprefix("transport_audio_"): v for k, v in conn.pump.counters().items()}
 
         before = counted()  # what came before the voice (silence, which carries no FEC) is not judged
-        if fec:
-            client.mic.play(encode_opus(voice(packets / 50 + 0.5), fec_loss_pct=10))
-        else:
-            client.mic.play(voice(packets / 50 + 0.5))
+        client.mic.play(clip)
         assert await wait_until(lambda: counted()["packets"] >= before["packets"] + packets, 30)
         counters = {k: v - before[k] for k, v in counted().items()}
         metrics = await asyncio.to_thread(scrape_metrics, server.port)
@@ -67,4 +66,4 @@ async def test_over_a_jittery_line_every_packet_is_used_in_order_and_the_lost_ma
 async def test_lost_packets_are_rebuilt_from_the_fec_a_browser_adds():
     got, relay = await over_the_line("adaptive", fec=True)
     assert got["lost_packets"] >= 4
-    assert got["fec_recovered_packets"] >= 0.5 * got["lost_packets"]
+    assert got["fec_recovered_packets"] >= 0.75 * got["lost_packets"]

@@ -210,3 +210,36 @@ async def test_a_lost_packet_reaches_the_sink_made_up_in_its_place_once_given_up
     assert decoder.buffer.stats.lost == 1
     made_up = got[lost].to_ndarray().reshape(-1)
     assert got[lost].format.name == "flt" and np.abs(made_up).max() > 0.05  # the voice, not silence
+
+
+async def test_a_packet_held_up_by_a_busy_loop_is_not_given_up_for_lost():
+    from media.rtc.jitter_buffer import SequencedFrame
+    from tests.media.test_opus import voice_packets
+
+    decoder = InlineAudioDecoder(SimpleNamespace(track=None), channels=1)  # type: ignore[arg-type]
+    got = []
+    decoder.sink = got.append
+    _, packets = voice_packets(0.3)
+    late = 8
+    for i, p in enumerate(packets):
+        if i != late:
+            decoder.put((OPUS, SequencedFrame(p, 1000 + 960 * i, 7 + i)))
+
+    async def through_the_transport() -> None:  # socket, ICE, DTLS, SRTP: a few turns of the loop
+        for _ in range(3):
+            await asyncio.sleep(0)
+        decoder.put((OPUS, SequencedFrame(packets[late], 1000 + 960 * late, 7 + late)))
+
+    def busy() -> None:  # the loop stalls past the give-up time while the packet comes in
+        import time
+
+        time.sleep(0.3)
+        asyncio.ensure_future(through_the_transport())
+
+    asyncio.get_running_loop().call_soon(busy)
+    for _ in range(50):
+        await asyncio.sleep(0.02)
+        if len(got) == len(packets):
+            break
+    assert [f.pts for f in got] == [1000 + 960 * i for i in range(len(packets))]
+    assert decoder.buffer.stats.lost == 0 and decoder.buffer.stats.late == 0

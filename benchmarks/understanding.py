@@ -36,7 +36,7 @@ from agent.profiles.understanding import read_pairs
 
 CORPORA = Path(__file__).parent / "corpora"
 # the corpora, each per profile
-NAMES = ("requests", "heldout", *(f"heldout{n}" for n in range(2, 12)))
+NAMES = ("requests", "heldout", *(f"heldout{n}" for n in range(2, 13)))
 CLINC = ("clinc150", "clinc150-val")  # written by others (`benchmarks/clinc150.py`): typed only
 ONLY = {"heldout5": ("in_car",)}  # a corpus written for some profiles alone
 # CLINC150's own skills, in the corpus's labels: its volume is a volume change either way
@@ -59,7 +59,8 @@ def read_corpus(profile: str, corpus: str = "requests") -> list[tuple[str, str]]
     were made, first measured after them), or "heldout8" (blind, both profiles, written after 697ec5a and measured
     there), or "heldout9" (blind, both profiles, written after 20a1461 and measured there), or "heldout10" (blind,
     both profiles, written after aebb2c5 and measured there), or "heldout11" (blind, both profiles, written by two
-    helpers after 3b5dc21 and measured there); or "clinc150"
+    helpers after 3b5dc21 and measured there), or "heldout12" (blind, both profiles, written by four helpers after
+    11438d1 and measured there); or "clinc150"
     ("clinc150-val"), CLINC150's test (validation) requests, labelled by
     `agent.profiles.clinc150` less those it leaves out."""
     if corpus not in CLINC:

@@ -131,6 +131,13 @@ def _amount(text: str, opening: bool) -> float:
     return 100 if opening else 0
 
 
+# music asked to be put on ("put some tunes on"), not put on hold or pause
+MUSIC_ON = (
+    r"(?:put|stick|chuck|throw|turn|switch|get) (?:some |the |a bit of )?(?:music|tunes|songs?) on\b"
+    r"(?! (?:hold|pause|mute|repeat|shuffle|loop)\b)"
+)
+
+
 def parse(raw: str, state: dict[str, Any]) -> Command | None:
     """The tool call a sentence asks for, or None when it is not a car command."""
     text = words_to_digits(normalise(raw))
@@ -175,7 +182,9 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
             return Command("set_temperature", {"zone": zone, "celsius": _celsius(value, text)})
     if re.search(r"\bcabin\b", text) and (celsius := _setting(text)) is not None:  # "set the cabin to 19"
         return Command("set_temperature", {"zone": zone, "celsius": celsius})
-    # media
+    # media: music asked for is played, whatever else is said of how quiet it is
+    if re.search(rf"\b{MUSIC_ON}|\bsomething to listen to\b", text):
+        return Command("media", {"action": "play"})
     if re.search(
         r"\b(?:volume|louder|quieter|quieten|softer|too loud|too quiet)\b|\b(?:music|radio|sound) (?:up|down)\b",
         text,
@@ -186,6 +195,7 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
     if re.search(
         r"\b(?:next|skip|previous|last)\b.*\b(?:song|track|one|1)\b|^(?:next|skip)\b|\bgo back a (?:song|track)\b|"
         r"\b(?:pause|stop|freeze|hold|halt)\b.*\b(?:music|song|track|radio|playback|media|tunes)\b|^pause\b|"
+        r"\b(?:music|song|track|radio|tunes) on hold\b|"
         r"\bpaused? (?:it|that|this)\b|"
         r"\b(?:play|resume)\b|"
         r"\b(?:listen to|put on|putting on|stick on)\b.*\b(?:music|songs?|tunes|playlist|album|jazz|rock|pop|classical|"
@@ -379,9 +389,10 @@ def _media_action(text: str, otherwise: str | None = "play") -> str | None:
 
 
 def _setting(text: str) -> float | None:
-    """A number that can only be a cabin temperature (16-32 °C, 60-90 °F), not a level or a share."""
+    """A number that can only be a cabin temperature (16-32 °C, 60-90 °F), not a level, a share or the weather
+    ("it's 90 out")."""
     value = _number(text)
-    if value is None or re.search(r"\d\s*(?:percent|%|levels?|notch|steps?)", text):
+    if value is None or re.search(r"\d\s*(?:percent|%|levels?|notch|steps?)|\d (?:degrees )?out(?:side)?\b", text):
         return None
     return _celsius(value, text) if 16 <= value <= 32 or 60 <= value <= 90 else None
 

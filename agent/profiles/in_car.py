@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from agent.profiles.car import Car
-from agent.profiles.car_intents import TOPICS, Command, command_for, parse, topic
+from agent.profiles.car_intents import MUSIC_ON, TOPICS, Command, command_for, parse, topic
 from agent.profiles.car_questions import asked_about, state_answer
 from agent.profiles.dialog import (
     CUES,
@@ -64,15 +64,31 @@ NOT_MUSIC = re.compile(
 # Anything else asked to be played ("play ...", "can you put on ...", "I want to listen to ...") is music,
 # whoever it is by: the model has seen few of the names people ask for, and one it has not ("play Dua Lipa",
 # "Taylor Swift") weighs toward none, so its none does not overrule the grammar's play
-PLAY = re.compile(
+_ASKING = (
     r"^(?:(?:please|can you|could you|would you|will you|just|hey|ok|okay|um|uh|so|now|right|go on|and|maybe|"
-    r"i want to|i'd like to|let's) )*(?:play|put on|stick on|chuck on|throw on|listen to|hear)\b"
+    r"i want to|i'd like to|let's) )*"
 )
+PLAY = re.compile(
+    rf"{_ASKING}(?:play|put on|stick on|chuck on|throw on|listen to|hear|{MUSIC_ON}|have something to listen to)\b"
+)
+# ... and these say music whatever follows ("chuck on some Midnight Oil"), where the grammar knows no genre in it
+MUSIC_VERB = re.compile(rf"{_ASKING}(?:stick|chuck|throw|whack|bang) on\b")
+
+
+def plays(text: str, pattern: re.Pattern[str] = PLAY) -> bool:
+    """Whether a clause of `text` begins by asking for something played ("I'd love some jazz, play something
+    chill"): the sentence's own start or one after a comma or a full stop."""
+    return any(pattern.search(normalise(clause)) for clause in re.split(r"[,.;:!?]", text))
+
+
+# A track praised, and nothing asked of it ("I love this song", "this song is great"): not a request
+LIKED = re.compile(r"\b(?:love|loving|like|great|good|catchy|brilliant|amazing|awesome|banger|favou?rite|nice)\b")
 # a question of how things are or work ("how do electric windows work", "is it safe to leave the sunroof open",
 # "what does the AC button mean"): the car's words asked about, not for. The way somewhere is the way there,
 # how to use the assistant is help, how many people the camera's count
 KNOWLEDGE = re.compile(
     r"^(?:how (?:do|does|did|often|hot|cold|much|many|old|big|fast|come)|why (?:do|does|did)|does|"
+    r"who (?:invented|made|makes|designed|designs|built|builds|discovered|came up with)|"
     r"is it (?:safe|legal|illegal|bad|normal|true|better|worth)|"
     r"what(?:'s| is| are) the (?:difference|point|best|meaning)|what does\b.*\bmean$)\b"
     r"(?!.*\b(?:you|voice|assistant|get (?:to|back|home)|people|of us)\b)(?!.*\bthis (?:thing )?work)"
@@ -167,7 +183,9 @@ class InCarAssistant:
         if NO_TOOL.search(said) or NO_SKILL.search(said) or KNOWLEDGE.search(said) or NOT_MUSIC.search(said):
             return None, NONE, True
         command = parse(text, state)
-        if command is not None and command.arguments.get("action") == "play" and PLAY.search(said):
+        if command is None and plays(text, MUSIC_VERB):
+            command = Command("media", {"action": "play"})
+        if command is not None and command.arguments.get("action") == "play" and plays(text):
             return command, "grammar", True
         if command is not None or self._general.understands_exactly(said):
             read = (command, "grammar", True) if command is not None else (None, "general", True)
@@ -187,7 +205,10 @@ class InCarAssistant:
         guess = self._guess(said, heard)
         if guess.intent == NONE or guess.intent in INTENTS:
             return None, guess.intent, guess.sure
-        return command_for(guess.intent, text, state), guess.intent, guess.sure
+        command = command_for(guess.intent, text, state)
+        if command is None and guess.intent == "track" and LIKED.search(said):
+            return None, NONE, True
+        return command, guess.intent, guess.sure
 
     def _guess(self, said: str, heard: bool) -> Guess:
         return self.model.guess(said, cued(said, CAR_CUES), heard)

@@ -142,6 +142,10 @@ def test_tool_definitions_cover_every_tool():
         ("Windows, it's starting to rain.", "set_window", {"window": "all", "position": 0}),
         # read from heldout11's misses, after it was measured: "off" in "where I left off"
         ("Resume my music please, where I left off.", "media", {"action": "play"}),
+        # music asked for plays, however quiet it is said to be; a song on hold is paused
+        ("Put some music on, it's too quiet in here.", "media", {"action": "play"}),
+        ("It's too quiet in here, let's have something to listen to.", "media", {"action": "play"}),
+        ("Could you put the song on hold while I order?", "media", {"action": "pause"}),
     ],
 )
 def test_grammar(said, tool, args):

@@ -83,7 +83,7 @@ def _number(text: str, after: str = "") -> float | None:
 
 
 _SWITCH_OFF = r"\b(?:off|disabled?|stop|deactivated?|no more|close|shut)\b"
-_SWITCH_ON = r"\b(?:on|enable|start|activate)\b"
+_SWITCH_ON = r"\b(?:on|enable|start|activate|going)\b"
 
 
 def _on_off(text: str) -> bool | None:
@@ -112,7 +112,7 @@ def window_group(text: str) -> str:
         return "rear"
     if re.search(r"\bpassenger'?s?\b", text):
         return "passenger"
-    if re.search(r"\bwindows\b", text):
+    if re.search(r"\bwindows\b|\b(?:roll|wind) (?:them|'?em)\b", text):
         return "all"
     return "driver"  # "open the window": the one by the person speaking
 
@@ -138,9 +138,15 @@ MUSIC_ON = (
 )
 
 
+def _read(raw: str) -> str:
+    """`raw` as the grammar reads it: normalised, numbers in digits, less the weather ("it's 30 degrees out" is
+    no setting)."""
+    return re.sub(r"\b\d+(?:\.\d+)? (?:degrees? )?out(?:side)?\b", " ", words_to_digits(normalise(raw)))
+
+
 def parse(raw: str, state: dict[str, Any]) -> Command | None:
     """The tool call a sentence asks for, or None when it is not a car command."""
-    text = words_to_digits(normalise(raw))
+    text = _read(raw)
     text = re.sub(r"\b(?:a c|air conditioning|air conditioner|air condition|air con)\b", "ac", text)
     # defrost first: "defrost the rear window" is not about opening it
     if re.search(r"\b(?:defrost|defog|demist)|\b(?:steamed|fogged|misted) up\b|\bfoggy\b", text):
@@ -152,7 +158,11 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
     if re.search(_ROOF, text):
         opening = not re.search(_SHUT, _commanded(text))
         return Command("set_sunroof", {"position": _amount(text, opening)})
-    if re.search(r"\bwindows?\b|\b(?:roll|wind) (?:it |them |that |mine |yours )?(?:back )?(?:up|down)\b", text):
+    if re.search(
+        r"\bwindows?\b|\b(?:roll|wind) (?:it |them |'?em |that |mine |yours )?(?:back )?(?:up|down)\b|"
+        r"\b(?:front|rear|back) (?:left|right|passenger|driver'?s?)(?: one| side)?\b(?!.*\bseats?\b)",
+        text,
+    ):
         opening = _opening(text)
         return Command("set_window", {"window": window_group(text), "position": _amount(text, opening)})
     # climate
@@ -198,14 +208,17 @@ def parse(raw: str, state: dict[str, Any]) -> Command | None:
         r"\b(?:music|song|track|radio|tunes) on hold\b|"
         r"\bpaused? (?:it|that|this)\b|"
         r"\b(?:play|resume)\b|"
-        r"\b(?:listen to|put on|putting on|stick on)\b.*\b(?:music|songs?|tunes|playlist|album|jazz|rock|pop|classical|"
+        r"\b(?:listen to|put on|putting on|stick on|fancy|in the mood for)\b.*\b(?:music|songs?|tunes|playlist|album|"
+        r"jazz|rock|pop|classical|"
         r"country|hip hop|rap|blues|reggae|bollywood|metal|disco|folk)\b",
         text,
     ):
         return Command("media", {"action": _media_action(text)})
     # navigation and doors
     if re.search(
-        r"\b(?:cancel|stop|end|no more|kill)\b.*\b(?:navigation|route|directions|guidance|turn by turn|sat nav)\b", text
+        r"\b(?:cancel|stop|end|no more|kill)\b.*\b(?:navigation|navigating|route|directions|guidance|turn by turn|"
+        r"sat nav)\b",
+        text,
     ):
         return Command("cancel_navigation", {})
     if m := re.search(
@@ -230,12 +243,12 @@ _SEAT_HEAT = (
 )
 _TEMPERATURE = r"\b(?:temperature|temp|heat|heating|thermostat)\b"
 _FEEL_COLD = (
-    r"\b(?:warmer|hotter|heat it up|warm it up|too cold|i'm cold|i am cold|freezing|chilly|chilled|baltic|icebox|"
-    r"shivering|less cold|cold in here)\b"
+    r"\b(?:warmer(?! than)|hotter(?! than)|heat it up|warm it up|too cold|i'm cold|i am cold|freezing|chilly|chilled|"
+    r"baltic|icebox|shivering|less cold|cold in here|colder than|cold as)\b"
 )
 _FEEL_HOT = (
-    r"\b(?:cooler|colder|cool it down|too hot|too warm|i'm hot|i am hot|boiling|roasting|sweating|sweltering|"
-    r"baking|hot in here|less hot|turn down the heat)\b"
+    r"\b(?:cooler(?! than)|colder(?! than)|cool it down|too hot|too warm|i'm hot|i am hot|boiling|roasting|sweating|"
+    r"sweltering|baking|hot in here|less hot|turn down the heat|hotter than|warmer than|hot as)\b"
 )
 _ROOF = r"\b(?:sun ?roof|moon ?roof|roof(?! (?:rack|box|bars?)))\b"
 _SHUT = r"\b(?:close[ds]?|closing|shuts?|shutting|seal)\b"
@@ -279,11 +292,14 @@ _CORRECTION = r"\b(?:sorry|i mean|no wait|wait no|scratch that|actually no|no no
 
 
 def _commanded(text: str, which_way: str = f"{_OPEN}|{_CLOSE}") -> str:
-    """`text` from its last change of mind on, where that still says `which_way`; less what it says of a part's
+    """`text` from its last change of mind on, and from its last "can you" on (what was said before it is how
+    things are), each where that still says `which_way`; less what it says of a part's
     state ("is still open", "the compressor's off") where other words still say `which_way`: the state alone
     is taken as it was ("the window's open")."""
     latest = re.split(_CORRECTION, text)[-1]
     text = latest if re.search(which_way, latest) else text
+    asked = re.split(r"\b(?:can|could|would|will) you\b", text)[-1]  # "... with that window open, can you close it"
+    text = asked if re.search(which_way, asked) else text
     rest = re.sub(_STATE, " ", text)
     return rest if re.search(which_way, rest) else text
 
@@ -303,7 +319,7 @@ _UNLOCK = (
 )  # "release the central locking"
 _HOT = (
     r"\b(?:hot|boiling|warm in here|sweating|sweaty|stuffy|stifling|roasting|baking|cooking|melting|sauna|oven|"
-    r"cooler|colder|cool|lower|down|reduce|less)\b"
+    r"cooler|colder|cool|fresher|lower|down|reduce|less)\b"
 )
 _COLD = (
     r"\b(?:cold|chilly|chilled|baltic|the chill|nippy|freezing|frozen|ice|icy|numb|my breath|shivering|toasty|"
@@ -362,7 +378,7 @@ def _fan_level(text: str, state: dict[str, Any]) -> int | float:
 # one again, skip it" goes on, "freeze the track" and "hold the song" pause
 _BACK = (
     r"\b(?:previous|back(?! on\b)|earlier|before|replay|rewind|return|last (?:one|1|song|track|tune)|"
-    r"restart (?:this|the|that)|from the (?:beginning|start|top))\b"
+    r"restart (?:this|the|that)|from the (?:beginning|start|top)|start (?:\w+ ){0,2}over)\b"
 )
 _ON = r"\b(?:next|skip|skipping|forward|following|another|different|change|after (?:this|that)(?: one)?)\b"
 # A track disliked is a track skipped ("I'm sick of this song"); one liked, or only named, is no command
@@ -389,10 +405,9 @@ def _media_action(text: str, otherwise: str | None = "play") -> str | None:
 
 
 def _setting(text: str) -> float | None:
-    """A number that can only be a cabin temperature (16-32 °C, 60-90 °F), not a level, a share or the weather
-    ("it's 90 out")."""
+    """A number that can only be a cabin temperature (16-32 °C, 60-90 °F), not a level or a share."""
     value = _number(text)
-    if value is None or re.search(r"\d\s*(?:percent|%|levels?|notch|steps?)|\d (?:degrees )?out(?:side)?\b", text):
+    if value is None or re.search(r"\d\s*(?:percent|%|levels?|notch|steps?)", text):
         return None
     return _celsius(value, text) if 16 <= value <= 32 or 60 <= value <= 90 else None
 
@@ -456,7 +471,7 @@ def command_for(topic: str, raw: str, state: dict[str, Any]) -> Command | None:
     `exemplars/car.tsv`'s): which way from the words ("shut", "too loud", "I'm freezing"), the slots as the
     grammar reads them, defaults for the rest. None: a slot it cannot do without (a destination, a number,
     which way a track goes)."""
-    text = words_to_digits(normalise(raw))
+    text = _read(raw)
     if topic in ("window", "sunroof"):
         opening = _opening(text)
         if topic == "sunroof" or re.search(_ROOF, text):  # "the roof window"

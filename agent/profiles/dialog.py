@@ -122,7 +122,13 @@ NO_SKILL = re.compile(
     # the camera says whether someone is there and how many, not what it shows
     r"\bwhat (?:do|can) you see\b|\bdescribe (?:what|the|this|everything)\b|\bwhat am i (?:holding|wearing|doing)\b|"
     r"\bam i (?:smiling|wearing|holding)\b|\b(?:turn|switch) (?:off|on) (?:the |my |your )?camera\b|"
-    r"\bcan you hear me\b|\bzoom\b|\brecogni[sz]e\b|\bwho am i$|\bfrom my face\b|\bread (?:it|them|that) out\b"
+    r"\bcan you hear me\b|\bzoom\b|\brecogni[sz]e (?:me|my|who|people|faces?|him|her|them|us|this person)\b|"
+    r"\bwho am i$|\bfrom my face\b|\bread (?:it|them|that) out\b|"
+    # ... nor how someone looks, nor what is written in it
+    r"\b(?:do|does) (?:i|my \w+) look\b|\bhow do i look\b|\bam i looking\b|\bis my (?:hair|outfit|makeup|shirt|tie)\b|"
+    r"\bwhat do you think of my\b|\bread (?:what|the|this|that)\b.*\b(?:says|sign|label|text|writing|page|screen)\b|"
+    # facts about people: no count of the camera's
+    r"\bhow many people (?:live|lived|died|work|speak|visit|use)\b|\bpopulation\b"
 )
 INTENTS = frozenset(intent for intent, _ in _PATTERNS)  # what the default assistant can answer
 # Words that belong to one intent, wherever they stand in a request (`IntentModel.guess`'s cues)

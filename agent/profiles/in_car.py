@@ -40,7 +40,8 @@ CAR_HELP = (
 # it reads ("open the boot" is near "open the window")
 NOT_MINE = re.compile(
     r"\b(?:boot|trunk|bonnet|hood|garage|headlights?|lights|mirrors?|engine|tyres?|tires?|horn|indicators?|"
-    r"blinkers?|beams?|hazards?|washer|cruise control|autopilot|self driving|massage|gears?|handbrake|parking brake|"
+    r"blinkers?|beams?|hazards?|washer|hatchback|tailgate|cruise control|autopilot|self driving|massage|gears?|"
+    r"handbrake|parking brake|"
     r"seat (?:forward|back|position)|steering|roof (?:rack|box|bars?))\b"
     # a seat moved ("raise my seat", "recline the passenger seat"), not heated
     r"|\b(?:raise|lower|move|recline|adjust|slide|tilt)\b(?!.*\b(?:heat|warm))(?:.*\bseats?\b)"
@@ -69,7 +70,8 @@ _ASKING = (
     r"i want to|i'd like to|let's) )*"
 )
 PLAY = re.compile(
-    rf"{_ASKING}(?:play|put on|stick on|chuck on|throw on|listen to|hear|{MUSIC_ON}|have something to listen to)\b"
+    rf"{_ASKING}(?:play|put on|stick on|chuck on|throw on|listen to|hear|{MUSIC_ON}|have something to listen to|"
+    r"(?:i )?fancy|i'm in the mood for)\b"
 )
 # ... and these say music whatever follows ("chuck on some Midnight Oil"), where the grammar knows no genre in it
 MUSIC_VERB = re.compile(rf"{_ASKING}(?:stick|chuck|throw|whack|bang) on\b")
@@ -97,7 +99,9 @@ CAR_CUES = CUES | {
     "window": re.compile(r"\bwindows?\b"),
     "sunroof": re.compile(r"\b(?:sun ?roof|moon ?roof|roof)\b"),
     "seat_heat": re.compile(r"\bseats?\b"),
-    "temperature": re.compile(r"\b(?:temperature|degrees|thermostat|heating|heater|climate|hot|cold|warm|cool)\b"),
+    "temperature": re.compile(
+        r"\b(?:temperature|degrees|thermostat|heating|heater|climate|hot|cold|warm|cool|cabin|fresher)\b"
+    ),
     "fan": re.compile(r"\b(?:fan|blower|vents?|airflow)\b"),
     "ac": re.compile(r"\b(?:ac|a c|aircon|air con|air conditioning|air conditioner)\b"),
     "defrost": re.compile(

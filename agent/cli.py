@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import faulthandler
+import io
 import logging
 import os
 import signal
@@ -201,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"omni-agent: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    faulthandler.enable()  # a native crash or an abort prints every thread's stack, not only a signal's number
+    with contextlib.suppress(io.UnsupportedOperation):  # a stderr with no file (captured) has nowhere to write it
+        faulthandler.enable()  # a native crash or an abort prints every thread's stack, not only a signal's number
     logging.getLogger("aioice").setLevel(logging.WARNING)
     logging.getLogger("aiortc").setLevel(logging.WARNING)
     logging.getLogger("websockets.server").setLevel(logging.WARNING)

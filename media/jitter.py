@@ -8,10 +8,11 @@ is waited for until it is late by more than the line's recent jitter (the
 target), measured as libwebrtc's NetEq does from the packets' own arrival
 times against their timestamps; then it is given up as lost and its slot is
 made up: from the FEC copy the next packet carries when it has one, else by
-the decoder's concealment. From a sender that adds FEC the wait is a frame
-longer where the next packet has not come either: it carries the copy. A packet that comes after its slot was made up is
-late (counted; it only widens the target). The target follows the worst
-delay of the last few seconds, so it grows under jitter and falls back when
+the decoder's concealment. Where the packets after the gap carry FEC, the
+wait is a frame longer while the next one has not come: it carries the copy.
+A packet that comes after its slot was made up is late (counted; it only
+widens the target). The target follows the worst delay of the last few
+seconds, so it grows under jitter and falls back when
 the line calms; until a second of packets has measured the line it is that
 of a bad one (a gap then is rare: the call is setting up).
 """
@@ -19,6 +20,7 @@ of a bad one (a gap then is rare: the call is setting up).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -86,7 +88,12 @@ def _unwrap(value: int, last: int, bits: int) -> int:
 class AdaptiveJitterBuffer:
     """Packets in (sequence number, timestamp, payload, arrival time), slots out in order."""
 
-    def __init__(self, clock_rate: int = 48_000, config: JitterConfig | None = None) -> None:
+    def __init__(
+        self,
+        clock_rate: int = 48_000,
+        config: JitterConfig | None = None,
+        carries_fec: Callable[[bytes], bool] = lambda payload: False,
+    ) -> None:
         self.config = config or JitterConfig()
         self.rate = clock_rate
         self.stats = JitterStats()
@@ -96,7 +103,7 @@ class AdaptiveJitterBuffer:
         self._ts = 0  # ... and timestamp
         self._frame = clock_rate // 50  # a packet's length, as the stream shows it
         self._base = 0.0  # the least transit in the window: a packet that came as early as any
-        self.fec = False  # the sender adds FEC (the decoder's side says): a lost packet waits for the next one too
+        self._carries_fec = carries_fec  # whether a payload holds the one before's FEC copy (asked only at a gap)
         self._start_measuring()
 
     def _start_measuring(self) -> None:
@@ -151,7 +158,7 @@ class AdaptiveJitterBuffer:
         """When the next slot is given up, `first` being the earliest packet held after it."""
         assert self._next is not None
         ts = self._held[first][0] - (first - self._next) * self._frame
-        if self.fec and first != self._next + 1:
+        if first != self._next + 1 and self._carries_fec(self._held[first][1]):
             ts += self._frame  # the next packet carries this one's FEC copy: given up with it, not before it came
         return ts / self.rate + self._base + self.stats.target_ms / 1000
 

@@ -383,6 +383,8 @@ _BACK = (
 _ON = r"\b(?:next|skip|skipping|forward|following|another|different|change|after (?:this|that)(?: one)?)\b"
 # A track disliked is a track skipped ("I'm sick of this song"); one liked, or only named, is no command
 _DISLIKE = r"\b(?:don't like|do not like|hate|sick of|tired of|awful|terrible|rubbish|boring|can't stand|enough of)\b"
+# ... and one praised asks nothing of the car ("I love this song", "this song is great"): out of scope (in_car)
+LIKED = re.compile(r"\b(?:love|loving|like|great|good|catchy|brilliant|amazing|awesome|banger|favou?rite|nice)\b")
 _PAUSE = r"\b(?:paused?|stop|hold|freeze|halt|mute|silence|off|enough|shh+)\b"
 
 

@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from agent.profiles.car import Car
-from agent.profiles.car_intents import MUSIC_ON, TOPICS, Command, command_for, parse, topic
+from agent.profiles.car_intents import LIKED, MUSIC_ON, TOPICS, Command, command_for, parse, topic
 from agent.profiles.car_questions import asked_about, state_answer
 from agent.profiles.dialog import (
     CUES,
@@ -77,14 +77,12 @@ PLAY = re.compile(
 MUSIC_VERB = re.compile(rf"{_ASKING}(?:stick|chuck|throw|whack|bang) on\b")
 
 
-def plays(text: str, pattern: re.Pattern[str] = PLAY) -> bool:
-    """Whether a clause of `text` begins by asking for something played ("I'd love some jazz, play something
-    chill"): the sentence's own start or one after a comma or a full stop."""
-    return any(pattern.search(normalise(clause)) for clause in re.split(r"[,.;:!?]", text))
+def clauses(text: str) -> list[str]:
+    """`text`'s clauses, normalised: a request for music may begin any of them ("I'd love some jazz, play
+    something chill")."""
+    return [normalise(clause) for clause in re.split(r"[,.;:!?]", text)]
 
 
-# A track praised, and nothing asked of it ("I love this song", "this song is great"): not a request
-LIKED = re.compile(r"\b(?:love|loving|like|great|good|catchy|brilliant|amazing|awesome|banger|favou?rite|nice)\b")
 # a question of how things are or work ("how do electric windows work", "is it safe to leave the sunroof open",
 # "what does the AC button mean"): the car's words asked about, not for. The way somewhere is the way there,
 # how to use the assistant is help, how many people the camera's count
@@ -187,9 +185,10 @@ class InCarAssistant:
         if NO_TOOL.search(said) or NO_SKILL.search(said) or KNOWLEDGE.search(said) or NOT_MUSIC.search(said):
             return None, NONE, True
         command = parse(text, state)
-        if command is None and plays(text, MUSIC_VERB):
+        opening = clauses(text)
+        if command is None and any(MUSIC_VERB.search(c) for c in opening):
             command = Command("media", {"action": "play"})
-        if command is not None and command.arguments.get("action") == "play" and plays(text):
+        if command is not None and command.arguments.get("action") == "play" and any(PLAY.search(c) for c in opening):
             return command, "grammar", True
         if command is not None or self._general.understands_exactly(said):
             read = (command, "grammar", True) if command is not None else (None, "general", True)

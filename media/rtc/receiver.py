@@ -54,7 +54,7 @@ class InlineAudioDecoder:
         self._codec: str | None = None
         self.sink: Callable[[av.AudioFrame], None] | None = None
         self.errors = 0
-        self.buffer = AdaptiveJitterBuffer()
+        self.buffer = AdaptiveJitterBuffer(carries_fec=OpusDecoder.carries_fec)
         self._opus: OpusDecoder | None = None
         self._time_base = Fraction(1, 48_000)
         self._timer: asyncio.TimerHandle | None = None
@@ -78,8 +78,6 @@ class InlineAudioDecoder:
             if self._opus is None:
                 self._opus = OpusDecoder(codec.clockRate, self._channels)
                 self._time_base = Fraction(1, codec.clockRate)
-            if not self.buffer.fec and OpusDecoder.carries_fec(encoded.data):
-                self.buffer.fec = True
             loop = asyncio.get_running_loop()
             self._play(self.buffer.push(encoded.sequence, encoded.timestamp, encoded.data, loop.time()), loop)
             return

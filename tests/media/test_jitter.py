@@ -65,8 +65,7 @@ def test_a_lost_packet_is_given_up_once_later_than_the_jitter_and_the_next_one_o
 
 def test_from_a_sender_that_adds_fec_a_lost_packet_waits_for_the_next_one_which_carries_its_copy():
     rng = random.Random(1)
-    buf = AdaptiveJitterBuffer()
-    buf.fec = True
+    buf = AdaptiveJitterBuffer(carries_fec=lambda payload: True)
     arrive(buf, [(k * 0.02 + rng.uniform(0, 0.03), k) for k in range(100)])
     target = buf.stats.target_ms
     assert buf.push(102, 102 * FRAME + 7, payload(102), 102 * 0.02) == []  # 100 lost, 101 still on its way

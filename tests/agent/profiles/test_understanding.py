@@ -64,7 +64,7 @@ def test_what_to_repeat_is_taken_from_the_words(said):
         # (0.82-0.84) and overruled the grammar's play (`in_car.PLAY`)
         ("Play Taylor Swift", "media", {"action": "play"}),
         ("Could you play Dua Lipa?", "media", {"action": "play"}),
-        # ... also asked for after a comma (`in_car.plays`), or with a verb that says music whatever follows
+        # ... also asked for after a comma (`in_car.clauses`), or with a verb that says music whatever follows
         # (`in_car.MUSIC_VERB`): the model's none overruled the one, the grammar knew no genre in the other
         ("I'd love a bit of jazz, play something chill.", "media", {"action": "play"}),
         ("Chuck on some Midnight Oil.", "media", {"action": "play"}),

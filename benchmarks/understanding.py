@@ -8,10 +8,11 @@ did is read back from its reply: the tool call it made (the car's), the intent i
 espeak-ng voices in turn and by the bundled hibari voice, clean and under road noise 10 dB below its voiced
 speech, recognised by Moonshine base-en, read again where the assistant would not act on what was heard
 (agent/engines/cascade/second_reading.py), and, where the profile's config asks (the car's), heard by Whisper
-tiny.en where it still would not (second_opinion.py), as a session does. Prints accuracy per intent, the confusions, the
-CPU per request (understanding alone), and writes JSON with the processor named.
+tiny.en where it still would not (second_opinion.py), as a session does. Prints accuracy per intent and per
+voice, the in-scope requests acted on as something else, the confusions, the CPU per request (understanding
+alone), and writes JSON with the processor named.
 
-    python -m benchmarks.understanding [--corpus requests|heldout|heldout2|...|heldout11|clinc150|clinc150-val]
+    python -m benchmarks.understanding [--corpus requests|heldout|heldout2|...|heldout13|clinc150|clinc150-val]
         [--spoken [--no-second-reading] [--second-opinion on|off]] [--out FILE]
 """
 
@@ -36,7 +37,7 @@ from agent.profiles.understanding import read_pairs
 
 CORPORA = Path(__file__).parent / "corpora"
 # the corpora, each per profile
-NAMES = ("requests", "heldout", *(f"heldout{n}" for n in range(2, 13)))
+NAMES = ("requests", "heldout", *(f"heldout{n}" for n in range(2, 14)))
 CLINC = ("clinc150", "clinc150-val")  # written by others (`benchmarks/clinc150.py`): typed only
 ONLY = {"heldout5": ("in_car",)}  # a corpus written for some profiles alone
 # CLINC150's own skills, in the corpus's labels: its volume is a volume change either way
@@ -60,7 +61,8 @@ def read_corpus(profile: str, corpus: str = "requests") -> list[tuple[str, str]]
     there), or "heldout9" (blind, both profiles, written after 20a1461 and measured there), or "heldout10" (blind,
     both profiles, written after aebb2c5 and measured there), or "heldout11" (blind, both profiles, written by two
     helpers after 3b5dc21 and measured there), or "heldout12" (blind, both profiles, written by four helpers after
-    11438d1 and measured there); or "clinc150"
+    11438d1 and measured there), or "heldout13" (blind, both profiles, written by four helpers after b5f09aa and
+    measured there); or "clinc150"
     ("clinc150-val"), CLINC150's test (validation) requests, labelled by
     `agent.profiles.clinc150` less those it leaves out."""
     if corpus not in CLINC:
@@ -118,25 +120,40 @@ def understood(profile: str, text: str, heard: bool = False) -> tuple[str, float
     return label_of(reply, before), time.process_time() - t0
 
 
+def _shares(rows: list[dict]) -> dict[str, float]:
+    """The in-scope requests understood and the out-of-scope ones said so, as shares of each."""
+    inside = [r["got"] == r["label"] for r in rows if r["label"] != "none"]
+    outside = [r["got"] == "none" for r in rows if r["label"] == "none"]
+    return {
+        "understood": round(sum(inside) / max(1, len(inside)), 3),
+        "out_of_scope_said": round(sum(outside) / max(1, len(outside)), 3),
+    }
+
+
 def score(rows: list[dict]) -> dict:
-    """Accuracy over the in-scope requests and over the out-of-scope ones, per intent, and the confusions."""
+    """Accuracy over the in-scope requests and over the out-of-scope ones, per intent and (spoken) per voice,
+    the in-scope requests acted on as something else (worse than a refusal), and the confusions."""
     inside = [r for r in rows if r["label"] != "none"]
-    outside = [r for r in rows if r["label"] == "none"]
     per = {}
     for label in sorted({r["label"] for r in rows}):
         mine = [r for r in rows if r["label"] == label]
         per[label] = round(sum(r["got"] == label for r in mine) / len(mine), 3)
     confusions = Counter((r["label"], r["got"]) for r in rows if r["got"] != r["label"])
-    return {
+    s = {
         "requests": len(inside),
-        "understood": round(sum(r["got"] == r["label"] for r in inside) / max(1, len(inside)), 3),
+        "understood": _shares(rows)["understood"],
         "asked_back": round(sum(r["got"] == "ask" for r in inside) / max(1, len(inside)), 3),
-        "out_of_scope": len(outside),
-        "out_of_scope_said": round(sum(r["got"] == "none" for r in outside) / max(1, len(outside)), 3),
+        "acted_wrongly": sum(r["got"] not in (r["label"], "ask", "none") for r in inside),
+        "out_of_scope": len(rows) - len(inside),
+        "out_of_scope_said": _shares(rows)["out_of_scope_said"],
         "per_intent": per,
         "confusions": [[a, b, n] for (a, b), n in confusions.most_common(25)],
         "missed": [r for r in rows if r["got"] != r["label"]],  # each with what was said, and heard
     }
+    voices = sorted({r["voice"] for r in rows if "voice" in r})
+    if voices:  # espeak-ng's robotic voices are heard worse than hibari's, most of all in noise
+        s["per_voice"] = {v: _shares([r for r in rows if r["voice"] == v]) for v in voices}
+    return s
 
 
 def typed(profile: str, corpus: str) -> tuple[dict, list[float]]:
@@ -214,6 +231,9 @@ def show(name: str, s: dict) -> None:
     )
     if "second_opinion_ms" in s:
         print(f"    second opinions asked, and the time they added: {s['second_opinion_ms']} (ms)")
+    print(f"    in-scope requests acted on as something else: {s['acted_wrongly']}")
+    if "per_voice" in s:
+        print(f"    per voice (understood, out of scope said so): {s['per_voice']}")
     weak = {k: v for k, v in s["per_intent"].items() if v < 0.9}
     print(f"    intents under 90 %: {weak}")
     print(f"    confusions (said, taken for, times): {s['confusions'][:12]}")

@@ -253,7 +253,12 @@ _FEEL_HOT = (
 _ROOF = r"\b(?:sun ?roof|moon ?roof|roof(?! (?:rack|box|bars?)))\b"
 _SHUT = r"\b(?:close[ds]?|closing|shuts?|shutting|seal)\b"
 _CLOSE = rf"{_SHUT}|\b(?:up|raise|windy|draughty|drafty|cold air|rain|raining|pouring)\b"
-_OPEN = r"\b(?:open|opened|opening|down|lower|crack|let)\b"
+_OPEN = r"\b(?:open|opened|opening|down|doon|lower|lowering|crack|let|drop|slide|pop|retract|tilt|fresh air)\b"
+
+
+def says_which_way(text: str) -> bool:
+    """Whether `text` says which way a window or the roof goes: without it, it opens (`_opening`)."""
+    return bool(re.search(f"{_OPEN}|{_CLOSE}", normalise(text)))
 
 
 def _zone(text: str) -> str:
@@ -385,7 +390,7 @@ _ON = r"\b(?:next|skip|skipping|forward|following|another|different|change|after
 _DISLIKE = r"\b(?:don't like|do not like|hate|sick of|tired of|awful|terrible|rubbish|boring|can't stand|enough of)\b"
 # ... and one praised asks nothing of the car ("I love this song", "this song is great"): out of scope (in_car)
 LIKED = re.compile(r"\b(?:love|loving|like|great|good|catchy|brilliant|amazing|awesome|banger|favou?rite|nice)\b")
-_PAUSE = r"\b(?:paused?|stop|hold|freeze|halt|mute|silence|off|enough|shh+)\b"
+_PAUSE = r"\b(?:paused?|stop|hold|freeze|halt|mute|silence|off|enough|shh+|kill|cut)\b"
 
 
 def _media_action(text: str, otherwise: str | None = "play") -> str | None:
@@ -508,7 +513,7 @@ def command_for(topic: str, raw: str, state: dict[str, Any]) -> Command | None:
         return _volume(text)
     if topic in ("track", "music"):
         action = _media_action(text, None)
-        if action is None and re.search(r"\b(?:up|down|louder|quieter)\b", text):
+        if action is None and re.search(r"\b(?:up|down|louder|quieter|lower|raise|softer)\b", text):
             return _volume(text)  # "turn up the radio"
         if action is None and topic == "track" and not re.search(_DISLIKE, text):
             return None  # "I love this song": which way is not said

@@ -127,8 +127,15 @@ NO_SKILL = re.compile(
     # ... nor how someone looks, nor what is written in it
     r"\b(?:do|does) (?:i|my \w+) look\b|\bhow do i look\b|\bam i looking\b|\bis my (?:hair|outfit|makeup|shirt|tie)\b|"
     r"\bwhat do you think of my\b|\bread (?:what|the|this|that)\b.*\b(?:says|sign|label|text|writing|page|screen)\b|"
+    # ... nor what a thing held up is, nor things that are not people (it counts faces)
+    r"\bwhat(?:'s| is) (?:this|that)\b.*\b(?:holding|camera)\b|"
+    r"\bwhat does (?:this|that|the) (?:sign|label|note|page|card|paper|screen|letter|writing|text|book)\b|"
+    r"\bhow many (?!people|persons|faces|heads|of us|humans|men|women|kids|children|guys|folks?|adults|friends)"
+    r"\w+ (?:can you see|do you see|are (?:there|in))\b|"
     # facts about people: no count of the camera's
-    r"\bhow many people (?:live|lived|died|work|speak|visit|use)\b|\bpopulation\b"
+    r"\bhow many people (?:live|lived|died|work|speak|visit|use)\b|\bpopulation\b|"
+    # a recording
+    r"\brecord (?:what|this|me|my|it|a)\b"
 )
 INTENTS = frozenset(intent for intent, _ in _PATTERNS)  # what the default assistant can answer
 # Words that belong to one intent, wherever they stand in a request (`IntentModel.guess`'s cues)
@@ -233,7 +240,7 @@ class DefaultAssistant:
         asked, self.asked = self.asked, None
         if asked is not None and (yes := answer(said)) is not None:
             return Reply(self._answer(asked, None, ctx), asked) if yes else DECLINED
-        intent, act, what = self._read(said, ctx.heard)
+        intent, act, what = self._read(text, ctx.heard)
         if intent is None:  # out of scope; or, in the car's model, a car topic it did not act on
             return Reply(self.OUT_OF_SCOPE, "unknown")
         if act:
@@ -241,16 +248,17 @@ class DefaultAssistant:
         self.asked = intent
         return Reply(f"Did you mean {_ASK[intent]}?", "ask")
 
-    def _read(self, said: str, heard: bool) -> tuple[str | None, bool, str | None]:
-        """What `said` (normalised, not empty) asks (None: out of scope), whether it is sure enough to answer
+    def _read(self, text: str, heard: bool) -> tuple[str | None, bool, str | None]:
+        """What `text` (not empty once normalised) asks (None: out of scope), whether it is sure enough to answer
         (else asked back), and what to repeat. The grammar reads it word for word and the model checks it: where
         the model is sure it asks something else (another skill, or none: "what time does the pharmacy close",
         "help me write a card"), the grammar caught a word, not the request, and the model's reading stands. A
         car topic the model is sure of is the car's to weigh (`InCarAssistant.understand`). `heard`: see
         `IntentModel.guess`."""
+        said = normalise(text)
         if NO_SKILL.search(said):
             return None, False, None
-        guess = self.model.guess(said, cued(said, CUES), heard)
+        guess = self.model.guess(text, cued(said, CUES), heard)
         for intent, pattern in _PATTERNS:
             if m := pattern.search(said):
                 if not self.model.overrules(guess, intent, INTENTS):
@@ -268,7 +276,7 @@ class DefaultAssistant:
         said = normalise(text)
         if not said:
             return False
-        return (self.asked is not None and answer(said) is not None) or self._read(said, heard=True)[1]
+        return (self.asked is not None and answer(said) is not None) or self._read(text, heard=True)[1]
 
     def _answer(self, intent: str, what: str | None, ctx: DialogContext) -> str:
         if intent == "time":

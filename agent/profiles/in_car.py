@@ -16,7 +16,16 @@ import re
 from typing import Any
 
 from agent.profiles.car import Car
-from agent.profiles.car_intents import LIKED, MUSIC_ON, TOPICS, Command, command_for, parse, topic
+from agent.profiles.car_intents import (
+    LIKED,
+    MUSIC_ON,
+    TOPICS,
+    Command,
+    command_for,
+    parse,
+    says_which_way,
+    topic,
+)
 from agent.profiles.car_questions import asked_about, state_answer
 from agent.profiles.dialog import (
     CUES,
@@ -30,7 +39,7 @@ from agent.profiles.dialog import (
     cued,
     normalise,
 )
-from agent.profiles.understanding import NONE, Guess, IntentModel, vocabulary
+from agent.profiles.understanding import NONE, Guess, IntentModel, clauses, vocabulary
 
 CAR_HELP = (
     "In the car I can open and close the windows and the sunroof, set the temperature, fan, air conditioning "
@@ -42,6 +51,7 @@ NOT_MINE = re.compile(
     r"\b(?:boot|trunk|bonnet|hood|garage|headlights?|lights|mirrors?|engine|tyres?|tires?|horn|indicators?|"
     r"blinkers?|beams?|hazards?|washer|hatchback|tailgate|cruise control|autopilot|self driving|massage|gears?|"
     r"handbrake|parking brake|"
+    r"(?:open|shut|close) (?:the |my |her |his |their )?(?:\w+ )?doors?|"
     r"seat (?:forward|back|position)|steering|roof (?:rack|box|bars?))\b"
     # a seat moved ("raise my seat", "recline the passenger seat"), not heated
     r"|\b(?:raise|lower|move|recline|adjust|slide|tilt)\b(?!.*\b(?:heat|warm))(?:.*\bseats?\b)"
@@ -49,13 +59,15 @@ NOT_MINE = re.compile(
 # What the car has words for but no tool: a station ("play BBC Radio 2" is no "play"), a ride booked ("book me
 # a cab to the station" is no route), a home's doors ("lock my front door at home"), how long the way is
 NO_TOOL = re.compile(
-    r"\b(?:radio stations?|fm|frequency|tune (?:the radio |it |in )?(?:to|into)|bbc)\b|\bradio \d|"
+    r"\b(?:radio stations?|fm|frequency|tune (?:the radio |it |in )?(?:to|into)|bbc)\b|"
+    r"\bradio (?:\d|one|two|three|four|five|six)\b|"
     r"\b(?:book|order|call|get) (?:me |us )?(?:a |an )?(?:cab|taxi|uber|lyft|ride)\b|\bat home\b|"
     r"\bhow (?:long|far)\b|\bhang up\b|"  # how far there is, a phone call
     # parts and services the car's words are used of, read before the grammar (which takes "the rear window
     # wiper" for a window): the wipers, the map's look, the seat's lumbar support, the warranty, the calendar, a
-    # route's tolls, music saved or downloaded
-    r"\b(?:wipers?|night mode|lumbar|warranty|calendar|toll roads?|download|save this song)\b"
+    # route's tolls, music saved or downloaded, the windows' blinds and child locks, the seats' cooling
+    r"\b(?:wipers?|night mode|lumbar|warranty|calendar|toll roads?|download|save this song|blinds|"
+    r"(?:the|a|window|sun) blind|sun ?shades?|child locks?(?! no\b)|seat cooling|cooled seats?|ventilated seats?)\b"
 )
 # What is played and is no music ("play my voicemail", "play I spy"), out of scope: the few kinds there are
 NOT_MUSIC = re.compile(
@@ -77,12 +89,6 @@ PLAY = re.compile(
 MUSIC_VERB = re.compile(rf"{_ASKING}(?:stick|chuck|throw|whack|bang) on\b")
 
 
-def clauses(text: str) -> list[str]:
-    """`text`'s clauses, normalised: a request for music may begin any of them ("I'd love some jazz, play
-    something chill")."""
-    return [normalise(clause) for clause in re.split(r"[,.;:!?]", text)]
-
-
 # a question of how things are or work ("how do electric windows work", "is it safe to leave the sunroof open",
 # "what does the AC button mean"): the car's words asked about, not for. The way somewhere is the way there,
 # how to use the assistant is help, how many people the camera's count
@@ -90,11 +96,17 @@ KNOWLEDGE = re.compile(
     r"^(?:how (?:do|does|did|often|hot|cold|much|many|old|big|fast|come)|why (?:do|does|did)|does|"
     r"who (?:invented|made|makes|designed|designs|built|builds|discovered|came up with)|"
     r"is it (?:safe|legal|illegal|bad|normal|true|better|worth)|"
+    # "is it okay to leave the dog in the car ...", where "is it ok to open the sunroof" asks for it
+    r"is it (?:okay|ok|alright|fine) (?:to|if)\b(?! (?:i |we |you )?(?:open|close|shut|turn|put|lower|raise|crack|"
+    r"roll|switch|have|get|set|play|pause|skip|lock|unlock)\b)|"
     r"what(?:'s| is| are) the (?:difference|point|best|meaning)|what does\b.*\bmean$)\b"
     r"(?!.*\b(?:you|voice|assistant|get (?:to|back|home)|people|of us)\b)(?!.*\bthis (?:thing )?work)"
 )
 CAR_CUES = CUES | {
-    "window": re.compile(r"\bwindows?\b"),
+    # a window by where it is ("the rear left one"), or wound ("roll mine up")
+    "window": re.compile(
+        r"\bwindows?\b|\b(?:back|rear|front) (?:left|right) ones?\b|\b(?:roll|wind) \w+ (?:up|down)\b"
+    ),
     "sunroof": re.compile(r"\b(?:sun ?roof|moon ?roof|roof)\b"),
     "seat_heat": re.compile(r"\bseats?\b"),
     "temperature": re.compile(
@@ -158,6 +170,9 @@ def describe(command: Command) -> str:
     return command.tool.replace("_", " ")
 
 
+MOVED = frozenset({"set_window", "set_sunroof"})  # what opens unless told to close (`car_intents._opening`)
+
+
 class InCarAssistant:
     OUT_OF_SCOPE = f"Sorry, I can't do that. {CAR_HELP}"
 
@@ -179,7 +194,14 @@ class InCarAssistant:
         grammars read it word for word and the model checks them: where it is sure the request is another of
         the car's topics, or nothing it can do, a word the grammar caught is not what was asked ("the roof
         window" is the sunroof, "the back window is frosted" the rear defrost), and the model's topic stands
-        where its words say which way. `heard`: see `IntentModel.guess`."""
+        where its words say which way. `heard`: see `IntentModel.guess`; a window or the roof heard without a
+        word of which way is asked back, not opened ("Window half made" was "windows up, mate")."""
+        command, intent, sure = self._understand(text, heard)
+        if heard and sure and command is not None and command.tool in MOVED and not says_which_way(text):
+            return command, intent, False
+        return command, intent, sure
+
+    def _understand(self, text: str, heard: bool) -> tuple[Command | None, str, bool]:
         state = self.car.state.snapshot()
         said = normalise(text)
         if NO_TOOL.search(said) or NO_SKILL.search(said) or KNOWLEDGE.search(said) or NOT_MUSIC.search(said):
@@ -192,8 +214,10 @@ class InCarAssistant:
             return command, "grammar", True
         if command is not None or self._general.understands_exactly(said):
             read = (command, "grammar", True) if command is not None else (None, "general", True)
-            guess = self._guess(said, heard)
+            guess = self._guess(text, heard)
             if not self.model.overrules(guess, topic(command) if command else "general", TOPICS | INTENTS):
+                return read
+            if guess.intent == NONE and command is not None and self._asked_in(opening, command, heard, state):
                 return read
             if guess.intent in INTENTS:
                 return None, "general", True  # the general assistant checks its own grammar
@@ -205,7 +229,7 @@ class InCarAssistant:
             return None, "general", True  # the general assistant asks again
         if NOT_MINE.search(said):
             return None, NONE, True
-        guess = self._guess(said, heard)
+        guess = self._guess(text, heard)
         if guess.intent == NONE or guess.intent in INTENTS:
             return None, guess.intent, guess.sure
         command = command_for(guess.intent, text, state)
@@ -213,8 +237,18 @@ class InCarAssistant:
             return None, NONE, True
         return command, guess.intent, guess.sure
 
-    def _guess(self, said: str, heard: bool) -> Guess:
-        return self.model.guess(said, cued(said, CAR_CUES), heard)
+    def _asked_in(self, opening: list[str], command: Command, heard: bool, state: dict[str, Any]) -> bool:
+        """Whether the first clause of a longer request reads as `command` by itself and the model does not take
+        it for out of scope: a reason or an aside after a request ("open the rear left one, he wants to wave at
+        his nan") leans the whole toward nothing the car does. Of three words or more: a word alone ("Next,
+        today, my running 10-bit display.", as heard) says too little."""
+        first = opening[0] if len(opening) > 1 else ""
+        if len(first.split()) < 3 or parse(first, state) != command:
+            return False
+        return not self.model.overrules(self._guess(first, heard), topic(command), TOPICS | INTENTS)
+
+    def _guess(self, text: str, heard: bool) -> Guess:
+        return self.model.guess(text, cued(normalise(text), CAR_CUES), heard)
 
     @property
     def vocabulary(self) -> tuple[str, ...]:

@@ -16,6 +16,7 @@ from agent.profiles.understanding import (
     SENTENCES,
     Guess,
     IntentModel,
+    clauses,
     read_clinc150,
     read_examples,
     vocabulary,
@@ -73,6 +74,17 @@ def test_what_to_repeat_is_taken_from_the_words(said):
         ("I fancy some eighties rock.", "media", {"action": "play"}),  # the model's none overruled the grammar
         ("Start this song over.", "media", {"action": "previous"}),
         ("Make it a bit fresher in the cabin please.", "adjust_temperature", {"zone": "all", "delta": -1}),
+        ("Kill the music.", "media", {"action": "pause"}),  # played on (heldout13)
+        ("My mum's on the phone, can you lower the music a bit?", "adjust_volume", {"delta": -3}),  # played on
+        # a reason after the request leaned the whole toward nothing the car does (the model's none, 0.72-0.8,
+        # overruled the grammar); its first clause alone is a window (`InCarAssistant._asked_in`, the cue of a
+        # window named by where it is)
+        (
+            "Put the back left one down, the dog wants to stick his head out.",
+            "set_window",
+            {"window": "rear_left", "position": 100},
+        ),
+        ("Wind mine up, the draught is doing my neck in.", "set_window", {"window": "driver", "position": 0}),
     ],
 )
 def test_car_requests_by_meaning(said, tool, arguments):
@@ -80,6 +92,15 @@ def test_car_requests_by_meaning(said, tool, arguments):
     assert reply.intent == "tool", reply.text
     call = reply.tool_calls[0]
     assert (call["name"], call["arguments"]) == (tool, arguments) and call["result"]["ok"]
+
+
+def test_a_request_before_its_reason_is_read_by_itself_if_it_says_enough():
+    """`InCarAssistant._asked_in`: the first clause, read by itself, keeps the grammar's command the whole
+    request's reason leaned toward nothing (the cases above); a word alone does not ("next", heard in a text
+    message misheard, skipped the track)."""
+    assert InCarAssistant().reply("Next, today, my running 10-bit display.", HEARD).intent == "unknown"
+    reply = InCarAssistant().reply("Freeze the song a moment, I'm on the phone to my mum.", HEARD)
+    assert [call["arguments"] for call in reply.tool_calls] == [{"action": "pause"}], reply.text
 
 
 def test_a_road_recognised_is_no_face_recognised():
@@ -236,6 +257,33 @@ def test_words_misheard_into_nothing_are_out_of_scope():
     assert gated.guess("Temperature up.", heard=True).intent == "temperature"  # what was said is near its examples
 
 
+def test_heard_words_are_near_an_example_in_any_of_their_clauses():
+    """Fails without the clauses (`IntentModel._clauses`): heard, a request among reasons and asides is near no
+    example as a whole, and was out of scope (heldout13, where typed it was understood); one of its clauses is
+    near the examples of what it asks. What is near no example in any clause is still out of scope."""
+    model = IntentModel.for_profile("default")
+    for said, intent in [
+        ("Sorry, I was doing the dishes. What was that you just said?", "repeat_last"),
+        ("Hang on, the kettle was boiling. What did you just say?", "repeat_last"),
+    ]:
+        assert model.guess(said).intent == intent  # typed
+        assert model.guess(said, heard=True).intent == intent, said
+        whole = model.guess(normalise(said), heard=True)  # one clause: the words without their punctuation
+        assert whole.intent == NONE, whole
+        assert DefaultAssistant().reply(said, HEARD).intent == intent
+    assert model.guess("Then pre-chalp. Over the stair.", heard=True).intent == NONE
+    # Not in the car: a misheard clause near an example moves a part or answers for something else there
+    # ("I can't see a thing, the windshield's all fogged up", heard so, is the default's see_me by its clause)
+    misheard = "I can't see a thing, but when she falls on top."
+    assert model.guess(misheard, heard=True).intent == "see_me"
+    assert InCarAssistant().reply(misheard, HEARD).intent == "unknown"
+    assert clauses("Traffic at 9:00, on the route to Leeds. 2.5 miles") == [
+        "traffic at 9 00",
+        "on the route to leeds",
+        "2 5 miles",
+    ]
+
+
 def test_a_turns_words_are_read_once():
     """Fails without the model's kept readings (`IntentModel._scores`): the second reading's `acts_on`, the reply
     and, in the car, the general assistant's reply each read the same words again (MiniLM, TF-IDF, the
@@ -275,6 +323,12 @@ def test_a_reading_by_meaning_does_not_end_a_turn_sooner():
         "Can you read what it says on this sign?",
         "Can you recognise who this is?",
         "How many people live in Canada?",
+        # ... nor what a thing held up is, what a sign says, things that are not people; it records nothing
+        # (heldout13, tuned)
+        "What's this mug I'm holding up to the camera?",
+        "What does this label say?",
+        "How many dogs can you see in the garden?",
+        "Record what I say next.",
     ],
 )
 def test_a_skills_words_asking_what_no_skill_does_are_out_of_scope(said):
@@ -306,6 +360,14 @@ def test_a_skills_words_asking_what_no_skill_does_are_out_of_scope(said):
         "Let's play a game.",
         "Play the traffic report.",
         "Tune the radio to 101.1.",  # a station, not music (heldout11, read after it was measured)
+        # heldout13's kinds, read after it was measured: a station by its number in words, the windows' blinds
+        # and child locks, the seats' cooling (read before the grammar: it took them for a window, a seat
+        # heater), a door opened (the car only locks them)
+        "Put Radio Three on.",
+        "Can you lower the sun blinds on the rear windows?",
+        "Child lock the back windows, the twins keep playing with them.",
+        "Turn on the seat cooling.",
+        "Open the passenger door for her.",
     ],
 )
 def test_what_the_car_has_no_tool_for_is_out_of_scope(said):
@@ -437,6 +499,23 @@ def test_an_intents_own_words_count_wherever_they_stand():
 def test_which_way_a_window_or_the_roof_goes(said, arguments):
     reply = InCarAssistant().reply(said, CTX)
     assert reply.tool_calls[0]["arguments"] == arguments
+
+
+def test_a_window_heard_without_which_way_is_asked_back_not_opened():
+    """A window or the roof opens unless told to close (`car_intents._opening`): heard, a request with no word of
+    which way is mostly one whose verb was misheard ("Window half made" for "windows up, mate" opened them all;
+    heldout13 in noise, 5 windows opened that were asked closed), so it is asked back. Typed, it opens; and the
+    verbs that open ("drop", "pop", "retract") say which way."""
+    for said in ("Window half made.", "The back windows for the kids."):
+        reply = InCarAssistant().reply(said, HEARD)
+        assert reply.intent == "ask" and not reply.tool_calls and "open" in reply.text, (said, reply.text)
+        assert InCarAssistant().reply(said, CTX).tool_calls[0]["arguments"]["position"] > 0  # typed: opened
+    for said in ("Drop the passenger window.", "Pop the sunroof.", "Retract the moonroof."):
+        reply = InCarAssistant().reply(said, HEARD)
+        assert reply.intent == "tool" and reply.tool_calls[0]["arguments"]["position"] == 100, (said, reply.text)
+    car = InCarAssistant()
+    car.reply("Window half made.", HEARD)
+    assert car.reply("Yes.", HEARD).tool_calls[0]["arguments"] == {"window": "driver", "position": 50}
 
 
 def test_the_model_learns_requests_as_the_recogniser_hears_them():

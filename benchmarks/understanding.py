@@ -139,13 +139,14 @@ def score(rows: list[dict]) -> dict:
         mine = [r for r in rows if r["label"] == label]
         per[label] = round(sum(r["got"] == label for r in mine) / len(mine), 3)
     confusions = Counter((r["label"], r["got"]) for r in rows if r["got"] != r["label"])
+    shares = _shares(rows)
     s = {
         "requests": len(inside),
-        "understood": _shares(rows)["understood"],
+        "understood": shares["understood"],
         "asked_back": round(sum(r["got"] == "ask" for r in inside) / max(1, len(inside)), 3),
         "acted_wrongly": sum(r["got"] not in (r["label"], "ask", "none") for r in inside),
         "out_of_scope": len(rows) - len(inside),
-        "out_of_scope_said": _shares(rows)["out_of_scope_said"],
+        "out_of_scope_said": shares["out_of_scope_said"],
         "per_intent": per,
         "confusions": [[a, b, n] for (a, b), n in confusions.most_common(25)],
         "missed": [r for r in rows if r["got"] != r["label"]],  # each with what was said, and heard

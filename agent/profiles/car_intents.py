@@ -256,9 +256,12 @@ _CLOSE = rf"{_SHUT}|\b(?:up|raise|windy|draughty|drafty|cold air|rain|raining|po
 _OPEN = r"\b(?:open|opened|opening|down|doon|lower|lowering|crack|let|drop|slide|pop|retract|tilt|fresh air)\b"
 
 
+_WHICH_WAY = f"{_OPEN}|{_CLOSE}"
+
+
 def says_which_way(text: str) -> bool:
     """Whether `text` says which way a window or the roof goes: without it, it opens (`_opening`)."""
-    return bool(re.search(f"{_OPEN}|{_CLOSE}", normalise(text)))
+    return bool(re.search(_WHICH_WAY, normalise(text)))
 
 
 def _zone(text: str) -> str:
@@ -296,7 +299,7 @@ _STATE = (
 _CORRECTION = r"\b(?:sorry|i mean|no wait|wait no|scratch that|actually no|no no|or rather)\b"
 
 
-def _commanded(text: str, which_way: str = f"{_OPEN}|{_CLOSE}") -> str:
+def _commanded(text: str, which_way: str = _WHICH_WAY) -> str:
     """`text` from its last change of mind on, then from its last "can you" on (what comes before it says how
     things are), each where that still says `which_way`; less what it says of a part's state ("is still open",
     "the compressor's off") where other words still say `which_way`: the state alone is taken as it was ("the

@@ -206,6 +206,7 @@ class IntentModel:
         # a turn asks of the same words several times (the second reading's `acts_on`, the reply, the general
         # assistant's reply within the car's): the last few requests' readings are kept, not computed again
         self._scores = functools.lru_cache(maxsize=256)(self._read)
+        self._clauses = functools.lru_cache(maxsize=256)(self._read_clauses)  # ... and their clauses' vectors
 
     def _sentence(self, texts: list[str], keep: bool = False) -> np.ndarray | None:
         """MiniLM's vectors of `texts` (normalised), where the model reads them."""
@@ -304,15 +305,13 @@ class IntentModel:
             return Guess(NONE, float(p[self.intents.index(NONE)]) if NONE in self.intents else 0.0, True)
         return Guess(intent, probability, probability >= self.sure)
 
-    def _novel(self, sentence: np.ndarray | None, intent: int, unread: bool = False) -> bool:
+    def _novel(self, sentence: np.ndarray | None, intent: int) -> bool:
         """Whether a request's MiniLM vectors (a row each) are all nearer no example of `intent` than `novel`:
         words misheard into nothing ("Then pre-chalp.") that the classifier still places, far from anything it
-        learnt. `unread`: what no vectors are (no clauses to read apart)."""
+        learnt."""
         vectors, labels = self._examples
-        if not self.novel or vectors is None:
+        if not self.novel or sentence is None or vectors is None:
             return False
-        if sentence is None:
-            return unread
         return float((vectors[labels == intent] @ sentence.T).max()) < self.novel
 
     def _unlike_its_examples(self, text: str, sentence: np.ndarray | None, intent: int) -> bool:
@@ -320,9 +319,10 @@ class IntentModel:
         of its clauses."""
         if not self._novel(sentence, intent):
             return False
-        return not self.near_in_clauses or self._novel(self._clauses(text), intent, unread=True)
+        parts = self._clauses(text) if self.near_in_clauses else None
+        return parts is None or self._novel(parts, intent)
 
-    def _clauses(self, text: str) -> np.ndarray | None:
-        """MiniLM's vectors of a request's clauses, where it has more than one."""
+    def _read_clauses(self, text: str) -> np.ndarray | None:
+        """MiniLM's vectors of a request's clauses, where it has more than one, for `_clauses` to keep."""
         parts = clauses(text)
         return self._sentence(parts) if len(parts) > 1 else None
